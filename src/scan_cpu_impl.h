@@ -1,0 +1,455 @@
+/*
+ * scan_cpu_impl.h - the CPU scan for one element type, included by
+ * scan_cpu.c once per type with REAL (float or double) and FN(name) (which
+ * appends the type's suffix) defined. Not a public header.
+ *
+ * Size letters: B batch rows, T time steps, H channels; w the width of a
+ * lane (a contiguous block of channels of one row); K the chunk length.
+ *
+ * Scan positions. Every row is processed in "scan order" p = 0 .. L-1 (L the
+ * row's valid length). The physical time step of position p is
+ * t(p) = t_first + dir * p: forward scans run p in the direction of the
+ * recurrence, backward scans run it against. So one driver serves the forward
+ * (h = a*h + b) and the backward (g = dh + a_next*g) in both directions.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* The serial reference: the plain loop over t, single-threaded.             */
+
+static void FN(serial_forward)(const prnn_scan_desc *d, REAL *h, REAL *hT, const REAL *a,
+                               const REAL *b, const REAL *h0)
+{
+    const int64_t T = d->T, H = d->H;
+    for (int64_t r = 0; r < d->B; r++) {
+        const int64_t L = d->lengths ? d->lengths[r] : T;
+        const int64_t base = r * T * H;
+        for (int64_t j = 0; j < H; j++) {
+            REAL x = h0 ? h0[r * H + j] : 0;
+            for (int64_t s = 0; s < L; s++) {
+                int64_t i = base + (d->reverse ? L - 1 - s : s) * H + j;
+                x = a[i] * x + b[i];
+                h[i] = x;
+            }
+            for (int64_t t = L; t < T; t++) h[base + t * H + j] = 0;
+            if (hT) hT[r * H + j] = x;
+        }
+    }
+}
+
+static void FN(serial_backward)(const prnn_scan_desc *d, REAL *da, REAL *db, REAL *dh0,
+                                const REAL *a, const REAL *h, const REAL *h0, const REAL *dh,
+                                const REAL *dhT)
+{
+    const int64_t T = d->T, H = d->H;
+    for (int64_t r = 0; r < d->B; r++) {
+        const int64_t L = d->lengths ? d->lengths[r] : T;
+        const int64_t base = r * T * H;
+        for (int64_t j = 0; j < H; j++) {
+            /* Logical step s lives at physical t(s); g runs s = L-1 .. 0. */
+#define PHYS(s) (base + (d->reverse ? L - 1 - (s) : (s)) * H + j)
+            REAL g = dhT ? dhT[r * H + j] : 0;
+            for (int64_t s = L - 1; s >= 0; s--) {
+                REAL coef = s + 1 < L ? a[PHYS(s + 1)] : 1;
+                g = (dh ? dh[PHYS(s)] : 0) + coef * g;
+                REAL hprev = s > 0 ? h[PHYS(s - 1)] : (h0 ? h0[r * H + j] : 0);
+                da[PHYS(s)] = g * hprev;
+                db[PHYS(s)] = g;
+            }
+            if (dh0) dh0[r * H + j] = L > 0 ? a[PHYS(0)] * g : g;
+#undef PHYS
+            for (int64_t t = L; t < T; t++) {
+                da[base + t * H + j] = 0;
+                db[base + t * H + j] = 0;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Chunk kernels of the divide-and-conquer scan, vectorised over a lane.     */
+
+/* One lane: row r's channels [j0, j0 + w), with the row's scan geometry. */
+typedef struct {
+    int64_t first; /* offset of scan position 0's element in a [B, T, H] tensor */
+    int64_t step;  /* element distance between scan positions: +H or -H */
+    int64_t L;     /* valid steps of the row */
+    int64_t state; /* offset of the lane in a [B, H] tensor: r*H + j0 */
+    int64_t w;
+} FN(lane);
+
+/* Summary of forward positions [p0, p1): A = prod a, S = scan from zero. */
+static void FN(fwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *restrict a,
+                              const REAL *restrict b, const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+    const int64_t w = ln->w;
+    for (int64_t j = 0; j < w; j++) A[j] = 1, S[j] = 0;
+    for (int64_t p = p0; p < p1; p++) {
+        const REAL *restrict pa = a + ln->first + p * ln->step;
+        const REAL *restrict pb = b + ln->first + p * ln->step;
+#pragma omp simd
+        for (int64_t j = 0; j < w; j++) {
+            S[j] = pa[j] * S[j] + pb[j];
+            A[j] *= pa[j];
+        }
+    }
+}
+
+/* Forward positions [p0, p1) from the state `carry`, writing h; leaves the
+ * final state in `carry`. */
+static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *restrict b,
+                          REAL *restrict carry, const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+    const int64_t w = ln->w;
+    REAL x[PRNN_LANE_MAX];
+    for (int64_t j = 0; j < w; j++) x[j] = carry[j];
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t at = ln->first + p * ln->step;
+        const REAL *restrict pa = a + at;
+        const REAL *restrict pb = b + at;
+        REAL *restrict ph = h + at;
+#pragma omp simd
+        for (int64_t j = 0; j < w; j++) {
+            x[j] = pa[j] * x[j] + pb[j];
+            ph[j] = x[j];
+        }
+    }
+    for (int64_t j = 0; j < w; j++) carry[j] = x[j];
+}
+
+/*
+ * Backward positions [p0, p1). Position p is logical step s = L-1-p, so the
+ * coefficient a_{s+1} sits at position p-1 (1 at p = 0, where g_L = dhT) and
+ * h_{s-1} at position p+1 (h0 at p = L-1). Absent operands read a zero row,
+ * so that every step is one fused loop; p = 0 (coefficient 1) has its own.
+ */
+static const REAL FN(zeros)[PRNN_LANE_MAX];
+
+static void FN(bwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *restrict a,
+                              const REAL *restrict dh, const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+    const int64_t w = ln->w;
+    for (int64_t j = 0; j < w; j++) A[j] = 1, S[j] = 0;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t at = ln->first + p * ln->step;
+        const REAL *restrict pd = dh ? dh + at : FN(zeros);
+        if (p == 0) {
+            for (int64_t j = 0; j < w; j++) S[j] += pd[j];
+            continue;
+        }
+        const REAL *restrict pc = a + at - ln->step;
+#pragma omp simd
+        for (int64_t j = 0; j < w; j++) {
+            S[j] = pc[j] * S[j] + pd[j];
+            A[j] *= pc[j];
+        }
+    }
+}
+
+static void FN(bwd_apply)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
+                          const REAL *restrict h, const REAL *restrict h0,
+                          const REAL *restrict dh, REAL *restrict carry,
+                          const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+    const int64_t w = ln->w;
+    REAL g[PRNN_LANE_MAX];
+    for (int64_t j = 0; j < w; j++) g[j] = carry[j];
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t at = ln->first + p * ln->step;
+        const REAL *restrict pd = dh ? dh + at : FN(zeros);
+        const REAL *restrict ph = p + 1 < ln->L ? h + at + ln->step
+                                  : h0          ? h0 + ln->state
+                                                : FN(zeros);
+        REAL *restrict pda = da + at;
+        REAL *restrict pdb = db + at;
+        if (p == 0) {
+            for (int64_t j = 0; j < w; j++) {
+                g[j] += pd[j];
+                pda[j] = g[j] * ph[j];
+                pdb[j] = g[j];
+            }
+            continue;
+        }
+        const REAL *restrict pc = a + at - ln->step;
+#pragma omp simd
+        for (int64_t j = 0; j < w; j++) {
+            g[j] = pc[j] * g[j] + pd[j];
+            pda[j] = g[j] * ph[j];
+            pdb[j] = g[j];
+        }
+    }
+    for (int64_t j = 0; j < w; j++) carry[j] = g[j];
+}
+
+/* ------------------------------------------------------------------------ */
+/* The divide-and-conquer driver                                             */
+
+/* Everything one forward or backward call needs. */
+typedef struct {
+    const prnn_scan_desc *d;
+    int backward;
+    /* forward: h, hT out; a, b, h0 in */
+    REAL *h, *hT;
+    const REAL *a, *b, *h0;
+    /* backward: da, db, dh0 out; a, hin (the forward's h), h0, dh, dhT in */
+    REAL *da, *db, *dh0;
+    const REAL *hin, *dh, *dhT;
+} FN(job);
+
+static FN(lane) FN(lane_make)(const FN(job) *jb, int64_t lane, int64_t ncb, int64_t wmax)
+{
+    const prnn_scan_desc *d = jb->d;
+    const int64_t r = lane / ncb, j0 = (lane % ncb) * wmax;
+    FN(lane) ln;
+    ln.L = d->lengths ? d->lengths[r] : d->T;
+    ln.w = d->H - j0 < wmax ? d->H - j0 : wmax;
+    ln.state = r * d->H + j0;
+    /* Forward scans walk the recurrence's direction, backward ones against it. */
+    const int walk_down = d->reverse != jb->backward;
+    const int64_t t_first = walk_down ? ln.L - 1 : 0;
+    ln.step = walk_down ? -d->H : d->H;
+    ln.first = r * d->T * d->H + (ln.L > 0 ? t_first : 0) * d->H + j0;
+    return ln;
+}
+
+static void FN(summarize)(const FN(job) *jb, REAL *A, REAL *S, const FN(lane) *ln, int64_t p0,
+                          int64_t p1)
+{
+    if (jb->backward) FN(bwd_summarize)(A, S, jb->a, jb->dh, ln, p0, p1);
+    else FN(fwd_summarize)(A, S, jb->a, jb->b, ln, p0, p1);
+}
+
+static void FN(apply)(const FN(job) *jb, REAL *carry, const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+    if (jb->backward) FN(bwd_apply)(jb->da, jb->db, jb->a, jb->hin, jb->h0, jb->dh, carry, ln, p0, p1);
+    else FN(fwd_apply)(jb->h, jb->a, jb->b, carry, ln, p0, p1);
+}
+
+/* (A1, S1) then (A2, S2) = (A2*A1, A2*S1 + S2), written into the second. */
+static void FN(merge_into)(const REAL *restrict A1, const REAL *restrict S1, REAL *restrict A2,
+                           REAL *restrict S2, int64_t w)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < w; j++) {
+        S2[j] = A2[j] * S1[j] + S2[j];
+        A2[j] *= A1[j];
+    }
+}
+
+/* Blelloch down-sweep step on one node: the left child takes the parent's
+ * prefix P, the right child P then (left subtree's total). */
+static void FN(down_node)(REAL *restrict Al, REAL *restrict Sl, REAL *restrict Ar,
+                          REAL *restrict Sr, int64_t w)
+{
+    for (int64_t j = 0; j < w; j++) {
+        REAL pa = Ar[j], ps = Sr[j], la = Al[j], ls = Sl[j];
+        Al[j] = pa, Sl[j] = ps;
+        Ar[j] = la * pa, Sr[j] = la * ps + ls;
+    }
+}
+
+#ifdef DEBUG_MERGE
+/* Compares every node of up-sweep level `lev` against a direct serial
+ * evaluation of the steps it covers and prints the largest differences. */
+static void FN(debug_level)(const FN(job) *jb, const REAL *sumA, const REAL *sumS, int64_t g0,
+                            int64_t gn, int64_t W, int64_t K, int64_t k, int lev, int64_t ncb,
+                            int64_t wmax)
+{
+    REAL A[PRNN_LANE_MAX], S[PRNN_LANE_MAX];
+    double ea = 0, es = 0;
+    const int64_t dd = (int64_t)1 << lev;
+    for (int64_t i = 0; i < gn; i++) {
+        FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+        for (int64_t c = 2 * dd - 1; c < W; c += 2 * dd) {
+            int64_t p0 = (k * W + c - 2 * dd + 1) * K, p1 = (k * W + c + 1) * K;
+            if (p1 > ln.L) p1 = ln.L;
+            if (p0 >= p1) continue;
+            FN(summarize)(jb, A, S, &ln, p0, p1);
+            const REAL *mA = sumA + (i * W + c) * wmax, *mS = sumS + (i * W + c) * wmax;
+            for (int64_t j = 0; j < ln.w; j++) {
+                double x = fabs((double)mA[j] - (double)A[j]), y = fabs((double)mS[j] - (double)S[j]);
+                if (x > ea) ea = x;
+                if (y > es) es = y;
+            }
+        }
+    }
+    fprintf(stderr, "DEBUG_MERGE %s window %lld level %d (intervals of %lld steps): "
+            "max |dA| %.3g, max |dstate| %.3g vs serial\n",
+            jb->backward ? "backward" : "forward", (long long)k, lev + 1,
+            (long long)(2 * dd * K), ea, es);
+}
+#endif
+
+/*
+ * The divide-and-conquer scan. Lanes (row, block of channels) are processed
+ * in groups, and each group's time axis in windows of W chunks of K steps,
+ * sized so that a window's inputs stay in cache between the two passes:
+ *
+ *   1. local states: every chunk's summary (A, S), in parallel;
+ *   2. merge: the summaries are merged level by level up the tree (each
+ *      level's merges in parallel), then the prefixes flow down it, giving
+ *      every chunk its true starting state;
+ *   3. every chunk rescans its steps from that state, writing the outputs.
+ *
+ * When a group holds enough lanes to fill the threads on its own (W = 1), a
+ * tree has nothing to add and each lane is one streaming pass.
+ */
+static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
+{
+    const prnn_scan_desc *d = jb->d;
+    const int nt = ctx->num_threads;
+    const int64_t K = d->chunk > 0 ? d->chunk : 32;
+    const int64_t wmax = d->H <= PRNN_LANE_MAX ? d->H : PRNN_LANE_WIDTH;
+    const int64_t ncb = (d->H + wmax - 1) / wmax;
+    const int64_t lanes = d->B * ncb;
+
+    /* Tiles (chunk of one lane) per window: the cache budget over the bytes
+     * of the two streamed inputs of one tile. */
+    const int64_t tile_bytes = K * wmax * 2 * (int64_t)sizeof(REAL);
+    int64_t nt_tiles = (int64_t)nt * PRNN_WINDOW_BYTES / tile_bytes;
+    if (nt_tiles < 1) nt_tiles = 1;
+    int64_t maxL = 0;
+    for (int64_t r = 0; r < d->B; r++) {
+        int64_t L = d->lengths ? d->lengths[r] : d->T;
+        if (L > maxL) maxL = L;
+    }
+    int64_t W = 1;
+    while (2 * W * lanes <= nt_tiles && W * K < maxL) W *= 2;
+    int64_t G = W > 1 ? nt_tiles / W : lanes;
+    if (G < 1) G = 1;
+    if (G > lanes) G = lanes;
+
+    /* Workspace: per group, W summaries and one carry per lane. */
+    const int64_t nsum = G * W * wmax;
+    REAL *ws = prnn_host_workspace(ctx, (size_t)(2 * nsum + G * wmax) * sizeof(REAL));
+    if (!ws) return PRNN_ERR_OUT_OF_MEMORY;
+    REAL *sumA = ws, *sumS = ws + nsum, *carry = ws + 2 * nsum;
+    const REAL *init = jb->backward ? jb->dhT : jb->h0;
+    const int levels = (int)log2((double)W);
+    /* A level's merges are spread over the threads only when there are
+     * enough of them to pay for the barrier. */
+    const int64_t par_min = 4096;
+
+#pragma omp parallel num_threads(nt)
+    for (int64_t g0 = 0; g0 < lanes; g0 += G) {
+        const int64_t gn = lanes - g0 < G ? lanes - g0 : G;
+
+        if (W == 1) {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t i = 0; i < gn; i++) {
+                FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                REAL *c = carry + i * wmax;
+                for (int64_t j = 0; j < ln.w; j++) c[j] = init ? init[ln.state + j] : 0;
+                FN(apply)(jb, c, &ln, 0, ln.L);
+            }
+        } else {
+#pragma omp for
+            for (int64_t i = 0; i < gn; i++) {
+                FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                for (int64_t j = 0; j < wmax; j++)
+                    carry[i * wmax + j] = init && j < ln.w ? init[ln.state + j] : 0;
+            }
+            int64_t gL = 0;
+            for (int64_t i = 0; i < gn; i++) {
+                int64_t L = FN(lane_make)(jb, g0 + i, ncb, wmax).L;
+                if (L > gL) gL = L;
+            }
+            const int64_t nwin = (gL + W * K - 1) / (W * K);
+            for (int64_t k = 0; k < nwin; k++) {
+                /* 1. local states */
+#pragma omp for schedule(static)
+                for (int64_t tile = 0; tile < gn * W; tile++) {
+                    const int64_t i = tile / W, c = tile % W;
+                    FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                    int64_t p0 = (k * W + c) * K, p1 = p0 + K;
+                    if (p1 > ln.L) p1 = ln.L;
+                    REAL *A = sumA + tile * wmax, *S = sumS + tile * wmax;
+                    int64_t j = 0;
+                    if (p0 < p1) {
+                        FN(summarize)(jb, A, S, &ln, p0, p1);
+                        j = ln.w;
+                    }
+                    for (; j < wmax; j++) A[j] = 1, S[j] = 0; /* identity */
+                }
+                /* 2. merge up the tree, level by level */
+                for (int lev = 0; lev < levels; lev++) {
+                    const int64_t dd = (int64_t)1 << lev, per_lane = W / (2 * dd);
+                    if (gn * per_lane * wmax >= par_min) {
+#pragma omp for schedule(static)
+                        for (int64_t it = 0; it < gn * per_lane; it++) {
+                            const int64_t i = it / per_lane, c = (it % per_lane) * 2 * dd + 2 * dd - 1;
+                            REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
+                            FN(merge_into)(base_a + (c - dd) * wmax, base_s + (c - dd) * wmax,
+                                           base_a + c * wmax, base_s + c * wmax, wmax);
+                        }
+                    } else {
+#pragma omp single
+                        for (int64_t it = 0; it < gn * per_lane; it++) {
+                            const int64_t i = it / per_lane, c = (it % per_lane) * 2 * dd + 2 * dd - 1;
+                            REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
+                            FN(merge_into)(base_a + (c - dd) * wmax, base_s + (c - dd) * wmax,
+                                           base_a + c * wmax, base_s + c * wmax, wmax);
+                        }
+                    }
+#ifdef DEBUG_MERGE
+#pragma omp single
+                    FN(debug_level)(jb, sumA, sumS, g0, gn, W, K, k, lev, ncb, wmax);
+#endif
+                }
+                /* ... then the prefixes down it. A chunk's starting state is
+                 * its exclusive prefix applied to the lane's carry; the carry
+                 * then moves on by the window's total (the tree's root). */
+#pragma omp for schedule(static)
+                for (int64_t i = 0; i < gn; i++) {
+                    REAL *la = sumA + i * W * wmax, *ls = sumS + i * W * wmax;
+                    REAL *ra = la + (W - 1) * wmax, *rs = ls + (W - 1) * wmax;
+                    REAL *c = carry + i * wmax;
+                    REAL old[PRNN_LANE_MAX];
+                    for (int64_t j = 0; j < wmax; j++) {
+                        old[j] = c[j];
+                        c[j] = ra[j] * c[j] + rs[j];
+                        ra[j] = 1, rs[j] = 0;
+                    }
+                    for (int64_t dd = W / 2; dd >= 1; dd /= 2)
+                        for (int64_t cc = 2 * dd - 1; cc < W; cc += 2 * dd)
+                            FN(down_node)(la + (cc - dd) * wmax, ls + (cc - dd) * wmax,
+                                          la + cc * wmax, ls + cc * wmax, wmax);
+                    for (int64_t cc = 0; cc < W; cc++)
+                        for (int64_t j = 0; j < wmax; j++)
+                            ls[cc * wmax + j] = la[cc * wmax + j] * old[j] + ls[cc * wmax + j];
+                }
+                /* 3. rescan every chunk from its starting state */
+#pragma omp for schedule(static)
+                for (int64_t tile = 0; tile < gn * W; tile++) {
+                    const int64_t i = tile / W, c = tile % W;
+                    FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                    int64_t p0 = (k * W + c) * K, p1 = p0 + K;
+                    if (p1 > ln.L) p1 = ln.L;
+                    if (p0 < p1) FN(apply)(jb, sumS + tile * wmax, &ln, p0, p1);
+                }
+            }
+        }
+
+        /* Final states, and zeros past every row's length. */
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < gn; i++) {
+            FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+            const REAL *c = carry + i * wmax;
+            if (!jb->backward && jb->hT) {
+                for (int64_t j = 0; j < ln.w; j++) jb->hT[ln.state + j] = c[j];
+            } else if (jb->backward && jb->dh0) {
+                /* dh0 = a_0 * g_0; logical step 0 is the last scan position. */
+                const REAL *a0 = jb->a + ln.first + (ln.L - 1) * ln.step;
+                for (int64_t j = 0; j < ln.w; j++)
+                    jb->dh0[ln.state + j] = ln.L > 0 ? a0[j] * c[j] : c[j];
+            }
+            const int64_t r = (g0 + i) / ncb, j0 = ln.state - r * d->H;
+            for (int64_t t = ln.L; t < d->T; t++) {
+                const int64_t at = (r * d->T + t) * d->H + j0;
+                REAL *o1 = jb->backward ? jb->da + at : jb->h + at;
+                memset(o1, 0, (size_t)ln.w * sizeof(REAL));
+                if (jb->backward) memset(jb->db + at, 0, (size_t)ln.w * sizeof(REAL));
+            }
+        }
+    }
+    return PRNN_OK;
+}
