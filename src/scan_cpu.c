@@ -6,6 +6,7 @@
  * against; the tree scan is what PRNN_SCAN_AUTO runs on the CPU.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,17 +14,30 @@
 
 /* The widest lane (channels of one row handled together); rows wider than
  * this are cut into lanes of PRNN_LANE_WIDTH channels. */
-#define PRNN_LANE_MAX 512
-#define PRNN_LANE_WIDTH 256
+#define PRNN_LANE_MAX 4096
+#define PRNN_LANE_WIDTH 2048
 /* Bytes of streamed input per thread that one window of the tree keeps in
  * cache between its two passes (the L2 of current server cores is 1-2 MiB). */
-#define PRNN_WINDOW_BYTES (768 * 1024)
+#define PRNN_WINDOW_BYTES (1024 * 1024)
+
+/* Outputs at least this large are written with non-temporal stores: they
+ * cannot stay in cache anyway, and streaming them saves reading every output
+ * line in before it is written. */
+#define PRNN_STREAM_MIN_BYTES ((int64_t)64 << 20)
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* Streaming needs 32-byte aligned rows that stay aligned step to step. */
+#define PRNN_STREAM_F32(ptr, step, w)                                                          \
+    ((((uintptr_t)(ptr)) & 31) == 0 && ((step) & 7) == 0 && ((w) & 7) == 0)
+#endif
 
 #define REAL float
 #define FN(name) name##_f32
 #include "scan_cpu_impl.h"
 #undef REAL
 #undef FN
+#undef PRNN_STREAM_F32
 
 #define REAL double
 #define FN(name) name##_f64

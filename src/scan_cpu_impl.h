@@ -14,7 +14,8 @@
  */
 
 /* ------------------------------------------------------------------------ */
-/* The serial reference: the plain loop over t, single-threaded.             */
+/* The serial reference: the plain loop over t, single-threaded. The state
+ * lives in the output tensors themselves (h, and db = g in the backward). */
 
 static void FN(serial_forward)(const prnn_scan_desc *d, REAL *h, REAL *hT, const REAL *a,
                                const REAL *b, const REAL *h0)
@@ -22,20 +23,25 @@ static void FN(serial_forward)(const prnn_scan_desc *d, REAL *h, REAL *hT, const
     const int64_t T = d->T, H = d->H;
     for (int64_t r = 0; r < d->B; r++) {
         const int64_t L = d->lengths ? d->lengths[r] : T;
-        const int64_t base = r * T * H;
-        for (int64_t j = 0; j < H; j++) {
-            REAL x = h0 ? h0[r * H + j] : 0;
-            for (int64_t s = 0; s < L; s++) {
-                int64_t i = base + (d->reverse ? L - 1 - s : s) * H + j;
-                x = a[i] * x + b[i];
-                h[i] = x;
+#define ROW(s) (r * T + (d->reverse ? L - 1 - (s) : (s))) * H
+        for (int64_t s = 0; s < L; s++) {
+            const int64_t i = ROW(s);
+            if (s > 0) {
+                const int64_t prev = ROW(s - 1);
+                for (int64_t j = 0; j < H; j++) h[i + j] = a[i + j] * h[prev + j] + b[i + j];
+            } else {
+                for (int64_t j = 0; j < H; j++) h[i + j] = a[i + j] * (h0 ? h0[r * H + j] : 0) + b[i + j];
             }
-            for (int64_t t = L; t < T; t++) h[base + t * H + j] = 0;
-            if (hT) hT[r * H + j] = x;
         }
+        for (int64_t j = 0; j < H; j++)
+            if (hT) hT[r * H + j] = L > 0 ? h[ROW(L - 1) + j] : h0 ? h0[r * H + j] : 0;
+#undef ROW
+        for (int64_t t = L; t < T; t++)
+            for (int64_t j = 0; j < H; j++) h[(r * T + t) * H + j] = 0;
     }
 }
 
+/* g_s = dh_s + a_{s+1} g_{s+1} for s = L-1 .. 0, with g_L = dhT. */
 static void FN(serial_backward)(const prnn_scan_desc *d, REAL *da, REAL *db, REAL *dh0,
                                 const REAL *a, const REAL *h, const REAL *h0, const REAL *dh,
                                 const REAL *dhT)
@@ -43,25 +49,24 @@ static void FN(serial_backward)(const prnn_scan_desc *d, REAL *da, REAL *db, REA
     const int64_t T = d->T, H = d->H;
     for (int64_t r = 0; r < d->B; r++) {
         const int64_t L = d->lengths ? d->lengths[r] : T;
-        const int64_t base = r * T * H;
-        for (int64_t j = 0; j < H; j++) {
-            /* Logical step s lives at physical t(s); g runs s = L-1 .. 0. */
-#define PHYS(s) (base + (d->reverse ? L - 1 - (s) : (s)) * H + j)
-            REAL g = dhT ? dhT[r * H + j] : 0;
-            for (int64_t s = L - 1; s >= 0; s--) {
-                REAL coef = s + 1 < L ? a[PHYS(s + 1)] : 1;
-                g = (dh ? dh[PHYS(s)] : 0) + coef * g;
-                REAL hprev = s > 0 ? h[PHYS(s - 1)] : (h0 ? h0[r * H + j] : 0);
-                da[PHYS(s)] = g * hprev;
-                db[PHYS(s)] = g;
-            }
-            if (dh0) dh0[r * H + j] = L > 0 ? a[PHYS(0)] * g : g;
-#undef PHYS
-            for (int64_t t = L; t < T; t++) {
-                da[base + t * H + j] = 0;
-                db[base + t * H + j] = 0;
+#define ROW(s) (r * T + (d->reverse ? L - 1 - (s) : (s))) * H
+        for (int64_t s = L - 1; s >= 0; s--) {
+            const int64_t i = ROW(s);
+            for (int64_t j = 0; j < H; j++) {
+                REAL next = s + 1 < L ? a[ROW(s + 1) + j] * db[ROW(s + 1) + j]
+                                      : (dhT ? dhT[r * H + j] : 0);
+                REAL g = (dh ? dh[i + j] : 0) + next;
+                REAL hprev = s > 0 ? h[ROW(s - 1) + j] : (h0 ? h0[r * H + j] : 0);
+                db[i + j] = g;
+                da[i + j] = g * hprev;
             }
         }
+        if (dh0)
+            for (int64_t j = 0; j < H; j++)
+                dh0[r * H + j] = L > 0 ? a[ROW(0) + j] * db[ROW(0) + j] : (dhT ? dhT[r * H + j] : 0);
+#undef ROW
+        for (int64_t t = L; t < T; t++)
+            for (int64_t j = 0; j < H; j++) da[(r * T + t) * H + j] = db[(r * T + t) * H + j] = 0;
     }
 }
 
@@ -75,6 +80,7 @@ typedef struct {
     int64_t L;     /* valid steps of the row */
     int64_t state; /* offset of the lane in a [B, H] tensor: r*H + j0 */
     int64_t w;
+    int stream;    /* write outputs with non-temporal stores (see scan_cpu.c) */
 } FN(lane);
 
 /* Summary of forward positions [p0, p1): A = prod a, S = scan from zero. */
@@ -102,6 +108,24 @@ static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *
     const int64_t w = ln->w;
     REAL x[PRNN_LANE_MAX];
     for (int64_t j = 0; j < w; j++) x[j] = carry[j];
+#ifdef PRNN_STREAM_F32
+    /* Outputs far larger than the caches: write them around the caches, so
+     * they are not first read in (as memcpy does for large copies). */
+    if (ln->stream && PRNN_STREAM_F32(h + ln->first + p0 * ln->step, ln->step, w)) {
+        for (int64_t p = p0; p < p1; p++) {
+            const int64_t at = ln->first + p * ln->step;
+            for (int64_t j = 0; j < w; j += 8) {
+                __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(a + at + j), _mm256_loadu_ps(x + j),
+                                           _mm256_loadu_ps(b + at + j));
+                _mm256_storeu_ps(x + j, v);
+                _mm256_stream_ps(h + at + j, v);
+            }
+        }
+        _mm_sfence();
+        for (int64_t j = 0; j < w; j++) carry[j] = x[j];
+        return;
+    }
+#endif
     for (int64_t p = p0; p < p1; p++) {
         const int64_t at = ln->first + p * ln->step;
         const REAL *restrict pa = a + at;
@@ -145,10 +169,10 @@ static void FN(bwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *re
     }
 }
 
-static void FN(bwd_apply)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
-                          const REAL *restrict h, const REAL *restrict h0,
-                          const REAL *restrict dh, REAL *restrict carry,
-                          const FN(lane) *ln, int64_t p0, int64_t p1)
+static void FN(bwd_apply_plain)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
+                                const REAL *restrict h, const REAL *restrict h0,
+                                const REAL *restrict dh, REAL *restrict carry,
+                                const FN(lane) *ln, int64_t p0, int64_t p1)
 {
     const int64_t w = ln->w;
     REAL g[PRNN_LANE_MAX];
@@ -180,6 +204,38 @@ static void FN(bwd_apply)(REAL *restrict da, REAL *restrict db, const REAL *rest
     for (int64_t j = 0; j < w; j++) carry[j] = g[j];
 }
 
+static void FN(bwd_apply)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
+                          const REAL *restrict h, const REAL *restrict h0,
+                          const REAL *restrict dh, REAL *restrict carry,
+                          const FN(lane) *ln, int64_t p0, int64_t p1)
+{
+#ifdef PRNN_STREAM_F32
+    /* Interior steps (0 < p < L-1) have every operand in the tensors: one
+     * fused loop with streaming stores; the two end steps take the plain one. */
+    const int64_t q0 = p0 > 1 ? p0 : 1, q1 = p1 < ln->L - 1 ? p1 : ln->L - 1;
+    const int64_t w = ln->w;
+    if (ln->stream && dh && q0 < q1 && PRNN_STREAM_F32(da + ln->first + q0 * ln->step, ln->step, w) &&
+        PRNN_STREAM_F32(db + ln->first + q0 * ln->step, ln->step, w)) {
+        FN(bwd_apply_plain)(da, db, a, h, h0, dh, carry, ln, p0, q0);
+        for (int64_t p = q0; p < q1; p++) {
+            const int64_t at = ln->first + p * ln->step;
+            const REAL *pc = a + at - ln->step, *ph = h + at + ln->step;
+            for (int64_t j = 0; j < w; j += 8) {
+                __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(pc + j), _mm256_loadu_ps(carry + j),
+                                           _mm256_loadu_ps(dh + at + j));
+                _mm256_storeu_ps(carry + j, v);
+                _mm256_stream_ps(da + at + j, _mm256_mul_ps(v, _mm256_loadu_ps(ph + j)));
+                _mm256_stream_ps(db + at + j, v);
+            }
+        }
+        _mm_sfence();
+        FN(bwd_apply_plain)(da, db, a, h, h0, dh, carry, ln, q1, p1);
+        return;
+    }
+#endif
+    FN(bwd_apply_plain)(da, db, a, h, h0, dh, carry, ln, p0, p1);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The divide-and-conquer driver                                             */
 
@@ -208,6 +264,7 @@ static FN(lane) FN(lane_make)(const FN(job) *jb, int64_t lane, int64_t ncb, int6
     const int64_t t_first = walk_down ? ln.L - 1 : 0;
     ln.step = walk_down ? -d->H : d->H;
     ln.first = r * d->T * d->H + (ln.L > 0 ? t_first : 0) * d->H + j0;
+    ln.stream = d->B * d->T * d->H * (int64_t)sizeof(REAL) >= PRNN_STREAM_MIN_BYTES;
     return ln;
 }
 
@@ -312,8 +369,11 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
         int64_t L = d->lengths ? d->lengths[r] : d->T;
         if (L > maxL) maxL = L;
     }
+    /* With enough lanes to keep every thread busy, each lane is one
+     * streaming pass; otherwise the time axis is split into a tree. */
     int64_t W = 1;
-    while (2 * W * lanes <= nt_tiles && W * K < maxL) W *= 2;
+    if (lanes < 4 * (int64_t)nt)
+        while (2 * W * lanes <= nt_tiles && W * K < maxL) W *= 2;
     int64_t G = W > 1 ? nt_tiles / W : lanes;
     if (G < 1) G = 1;
     if (G > lanes) G = lanes;

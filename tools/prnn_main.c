@@ -1,2 +1,91 @@
+/*
+ * prnn_main.c - the `prnn` command-line program.
+ *
+ * Subcommands:
+ *   prnn bench     the CPU scan benchmark against memcpy
+ *   prnn version   the library version and build features
+ */
+#include <errno.h>
 #include <stdio.h>
-int main(void){return 0;}
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_cpu.h"
+#include "prnn.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: prnn <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  bench     time the CPU scan (serial loop and divide-and-conquer tree)\n"
+            "            against memcpy of the same bytes, and print a table\n"
+            "  version   print the version and whether CUDA is available\n"
+            "  help      print this text\n"
+            "\n"
+            "bench options:\n"
+            "  --threads N   worker threads (default: all cores)\n"
+            "  --reps N      timed runs per figure, the median is reported (default 5)\n"
+            "  --shape BxTxH one shape instead of the default matrix, e.g. 1x1048576x64\n");
+}
+
+/* Parses a positive integer option value; returns 0 on error. */
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v <= 0) return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    bench_cpu_options o = {.threads = 0, .reps = 5};
+    for (int i = 0; i < argc; i++) {
+        int64_t v;
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--threads") && val && parse_i64(val, &v) && v <= 4096) {
+            o.threads = (int)v, i++;
+        } else if (!strcmp(argv[i], "--reps") && val && parse_i64(val, &v) && v <= 64) {
+            o.reps = (int)v, i++;
+        } else if (!strcmp(argv[i], "--shape") && val) {
+            long long B, T, H;
+            char tail;
+            if (sscanf(val, "%lldx%lldx%lld%c", &B, &T, &H, &tail) != 3 || B <= 0 || T <= 0 || H <= 0) {
+                fprintf(stderr, "prnn bench: --shape wants BxTxH with positive sizes, got '%s'\n", val);
+                return 2;
+            }
+            o.B = B, o.T = T, o.H = H, i++;
+        } else {
+            fprintf(stderr, "prnn bench: bad option or value '%s'\n\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    return prnn_bench_cpu(&o);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("prnn %s (CUDA %s)\n", prnn_version(),
+               prnn_cuda_available() ? "available" : "not available");
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "prnn: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}
