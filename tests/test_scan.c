@@ -227,6 +227,30 @@ static void check_algorithms(void)
     }
 }
 
+/* Outputs of 64 MiB and more take the streaming-store paths; one shape per
+ * path (a tree over T, and one pass per lane), sizes multiple of 8. */
+static void check_streaming(void)
+{
+    printf("\n== large outputs (streaming stores) ==\n");
+    const int64_t shapes[][3] = {{1, 65536 + 8, 256}, {16, 4099, 264}};
+    for (size_t si = 0; si < 2; si++) {
+        for (unsigned opts = 0; opts <= (1 | 2 | 4 | 8); opts += 1 | 2 | 4 | 8) {
+            problem p;
+            problem_init(&p, shapes[si][0], shapes[si][1], shapes[si][2], opts, 0);
+            result ref, got;
+            result_alloc(&ref, &p), result_alloc(&got, &p);
+            run_f64(g_ctx[0], &p, PRNN_SCAN_SERIAL, 0, &ref);
+            run_f32(g_ctx[1], &p, PRNN_SCAN_TREE, 0, &got);
+            char o[64], label[256];
+            snprintf(label, sizeof label, "f32 tree B=%lld T=%lld H=%lld threads=2 [%s]",
+                     (long long)p.B, (long long)p.T, (long long)p.H, opts_name(&p, o, sizeof o));
+            compare_all(&p, &got, &ref, TOL_F32_VS_F64, label);
+            result_free(&ref), result_free(&got);
+            problem_free(&p);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* 2. Backward against central finite differences in double                 */
 
@@ -489,6 +513,7 @@ int main(void)
     check_fd();
     check_state_passing();
     check_algorithms();
+    check_streaming();
     for (int i = 0; i < 3; i++) prnn_ctx_free(g_ctx[i]);
     return tu_finish();
 }
