@@ -28,16 +28,20 @@ static void FN(serial_forward)(const prnn_scan_desc *d, REAL *h, REAL *hT, const
             const int64_t i = ROW(s);
             if (s > 0) {
                 const int64_t prev = ROW(s - 1);
-                for (int64_t j = 0; j < H; j++) h[i + j] = a[i + j] * h[prev + j] + b[i + j];
+                for (int64_t j = 0; j < H; j++)
+                    h[i + j] = a[i + j] * h[prev + j] + b[i + j];
             } else {
-                for (int64_t j = 0; j < H; j++) h[i + j] = a[i + j] * (h0 ? h0[r * H + j] : 0) + b[i + j];
+                for (int64_t j = 0; j < H; j++)
+                    h[i + j] = a[i + j] * (h0 ? h0[r * H + j] : 0) + b[i + j];
             }
         }
         for (int64_t j = 0; j < H; j++)
-            if (hT) hT[r * H + j] = L > 0 ? h[ROW(L - 1) + j] : h0 ? h0[r * H + j] : 0;
+            if (hT)
+                hT[r * H + j] = L > 0 ? h[ROW(L - 1) + j] : h0 ? h0[r * H + j] : 0;
 #undef ROW
         for (int64_t t = L; t < T; t++)
-            for (int64_t j = 0; j < H; j++) h[(r * T + t) * H + j] = 0;
+            for (int64_t j = 0; j < H; j++)
+                h[(r * T + t) * H + j] = 0;
     }
 }
 
@@ -53,8 +57,8 @@ static void FN(serial_backward)(const prnn_scan_desc *d, REAL *da, REAL *db, REA
         for (int64_t s = L - 1; s >= 0; s--) {
             const int64_t i = ROW(s);
             for (int64_t j = 0; j < H; j++) {
-                REAL next = s + 1 < L ? a[ROW(s + 1) + j] * db[ROW(s + 1) + j]
-                                      : (dhT ? dhT[r * H + j] : 0);
+                REAL next =
+                    s + 1 < L ? a[ROW(s + 1) + j] * db[ROW(s + 1) + j] : (dhT ? dhT[r * H + j] : 0);
                 REAL g = (dh ? dh[i + j] : 0) + next;
                 REAL hprev = s > 0 ? h[ROW(s - 1) + j] : (h0 ? h0[r * H + j] : 0);
                 db[i + j] = g;
@@ -63,10 +67,12 @@ static void FN(serial_backward)(const prnn_scan_desc *d, REAL *da, REAL *db, REA
         }
         if (dh0)
             for (int64_t j = 0; j < H; j++)
-                dh0[r * H + j] = L > 0 ? a[ROW(0) + j] * db[ROW(0) + j] : (dhT ? dhT[r * H + j] : 0);
+                dh0[r * H + j] =
+                    L > 0 ? a[ROW(0) + j] * db[ROW(0) + j] : (dhT ? dhT[r * H + j] : 0);
 #undef ROW
         for (int64_t t = L; t < T; t++)
-            for (int64_t j = 0; j < H; j++) da[(r * T + t) * H + j] = db[(r * T + t) * H + j] = 0;
+            for (int64_t j = 0; j < H; j++)
+                da[(r * T + t) * H + j] = db[(r * T + t) * H + j] = 0;
     }
 }
 
@@ -80,15 +86,16 @@ typedef struct {
     int64_t L;     /* valid steps of the row */
     int64_t state; /* offset of the lane in a [B, H] tensor: r*H + j0 */
     int64_t w;
-    int stream;    /* write outputs with non-temporal stores (see scan_cpu.c) */
+    int stream; /* write outputs with non-temporal stores (see scan_cpu.c) */
 } FN(lane);
 
 /* Summary of forward positions [p0, p1): A = prod a, S = scan from zero. */
 static void FN(fwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *restrict a,
-                              const REAL *restrict b, const FN(lane) *ln, int64_t p0, int64_t p1)
+                              const REAL *restrict b, const FN(lane) * ln, int64_t p0, int64_t p1)
 {
     const int64_t w = ln->w;
-    for (int64_t j = 0; j < w; j++) A[j] = 1, S[j] = 0;
+    for (int64_t j = 0; j < w; j++)
+        A[j] = 1, S[j] = 0;
     for (int64_t p = p0; p < p1; p++) {
         const REAL *restrict pa = a + ln->first + p * ln->step;
         const REAL *restrict pb = b + ln->first + p * ln->step;
@@ -103,11 +110,12 @@ static void FN(fwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *re
 /* Forward positions [p0, p1) from the state `carry`, writing h; leaves the
  * final state in `carry`. */
 static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *restrict b,
-                          REAL *restrict carry, const FN(lane) *ln, int64_t p0, int64_t p1)
+                          REAL *restrict carry, const FN(lane) * ln, int64_t p0, int64_t p1)
 {
     const int64_t w = ln->w;
     REAL x[PRNN_LANE_MAX];
-    for (int64_t j = 0; j < w; j++) x[j] = carry[j];
+    for (int64_t j = 0; j < w; j++)
+        x[j] = carry[j];
 #ifdef PRNN_STREAM_F32
     /* Outputs far larger than the caches: write them around the caches, so
      * they are not first read in (as memcpy does for large copies). */
@@ -122,7 +130,8 @@ static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *
             }
         }
         _mm_sfence();
-        for (int64_t j = 0; j < w; j++) carry[j] = x[j];
+        for (int64_t j = 0; j < w; j++)
+            carry[j] = x[j];
         return;
     }
 #endif
@@ -137,7 +146,8 @@ static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *
             ph[j] = x[j];
         }
     }
-    for (int64_t j = 0; j < w; j++) carry[j] = x[j];
+    for (int64_t j = 0; j < w; j++)
+        carry[j] = x[j];
 }
 
 /*
@@ -149,15 +159,17 @@ static void FN(fwd_apply)(REAL *restrict h, const REAL *restrict a, const REAL *
 static const REAL FN(zeros)[PRNN_LANE_MAX];
 
 static void FN(bwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *restrict a,
-                              const REAL *restrict dh, const FN(lane) *ln, int64_t p0, int64_t p1)
+                              const REAL *restrict dh, const FN(lane) * ln, int64_t p0, int64_t p1)
 {
     const int64_t w = ln->w;
-    for (int64_t j = 0; j < w; j++) A[j] = 1, S[j] = 0;
+    for (int64_t j = 0; j < w; j++)
+        A[j] = 1, S[j] = 0;
     for (int64_t p = p0; p < p1; p++) {
         const int64_t at = ln->first + p * ln->step;
         const REAL *restrict pd = dh ? dh + at : FN(zeros);
         if (p == 0) {
-            for (int64_t j = 0; j < w; j++) S[j] += pd[j];
+            for (int64_t j = 0; j < w; j++)
+                S[j] += pd[j];
             continue;
         }
         const REAL *restrict pc = a + at - ln->step;
@@ -171,12 +183,13 @@ static void FN(bwd_summarize)(REAL *restrict A, REAL *restrict S, const REAL *re
 
 static void FN(bwd_apply_plain)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
                                 const REAL *restrict h, const REAL *restrict h0,
-                                const REAL *restrict dh, REAL *restrict carry,
-                                const FN(lane) *ln, int64_t p0, int64_t p1)
+                                const REAL *restrict dh, REAL *restrict carry, const FN(lane) * ln,
+                                int64_t p0, int64_t p1)
 {
     const int64_t w = ln->w;
     REAL g[PRNN_LANE_MAX];
-    for (int64_t j = 0; j < w; j++) g[j] = carry[j];
+    for (int64_t j = 0; j < w; j++)
+        g[j] = carry[j];
     for (int64_t p = p0; p < p1; p++) {
         const int64_t at = ln->first + p * ln->step;
         const REAL *restrict pd = dh ? dh + at : FN(zeros);
@@ -201,20 +214,21 @@ static void FN(bwd_apply_plain)(REAL *restrict da, REAL *restrict db, const REAL
             pdb[j] = g[j];
         }
     }
-    for (int64_t j = 0; j < w; j++) carry[j] = g[j];
+    for (int64_t j = 0; j < w; j++)
+        carry[j] = g[j];
 }
 
 static void FN(bwd_apply)(REAL *restrict da, REAL *restrict db, const REAL *restrict a,
-                          const REAL *restrict h, const REAL *restrict h0,
-                          const REAL *restrict dh, REAL *restrict carry,
-                          const FN(lane) *ln, int64_t p0, int64_t p1)
+                          const REAL *restrict h, const REAL *restrict h0, const REAL *restrict dh,
+                          REAL *restrict carry, const FN(lane) * ln, int64_t p0, int64_t p1)
 {
 #ifdef PRNN_STREAM_F32
     /* Interior steps (0 < p < L-1) have every operand in the tensors: one
      * fused loop with streaming stores; the two end steps take the plain one. */
     const int64_t q0 = p0 > 1 ? p0 : 1, q1 = p1 < ln->L - 1 ? p1 : ln->L - 1;
     const int64_t w = ln->w;
-    if (ln->stream && dh && q0 < q1 && PRNN_STREAM_F32(da + ln->first + q0 * ln->step, ln->step, w) &&
+    if (ln->stream && dh && q0 < q1 &&
+        PRNN_STREAM_F32(da + ln->first + q0 * ln->step, ln->step, w) &&
         PRNN_STREAM_F32(db + ln->first + q0 * ln->step, ln->step, w)) {
         FN(bwd_apply_plain)(da, db, a, h, h0, dh, carry, ln, p0, q0);
         for (int64_t p = q0; p < q1; p++) {
@@ -251,7 +265,7 @@ typedef struct {
     const REAL *hin, *dh, *dhT;
 } FN(job);
 
-static FN(lane) FN(lane_make)(const FN(job) *jb, int64_t lane, int64_t ncb, int64_t wmax)
+static FN(lane) FN(lane_make)(const FN(job) * jb, int64_t lane, int64_t ncb, int64_t wmax)
 {
     const prnn_scan_desc *d = jb->d;
     const int64_t r = lane / ncb, j0 = (lane % ncb) * wmax;
@@ -268,17 +282,21 @@ static FN(lane) FN(lane_make)(const FN(job) *jb, int64_t lane, int64_t ncb, int6
     return ln;
 }
 
-static void FN(summarize)(const FN(job) *jb, REAL *A, REAL *S, const FN(lane) *ln, int64_t p0,
+static void FN(summarize)(const FN(job) * jb, REAL *A, REAL *S, const FN(lane) * ln, int64_t p0,
                           int64_t p1)
 {
-    if (jb->backward) FN(bwd_summarize)(A, S, jb->a, jb->dh, ln, p0, p1);
-    else FN(fwd_summarize)(A, S, jb->a, jb->b, ln, p0, p1);
+    if (jb->backward)
+        FN(bwd_summarize)(A, S, jb->a, jb->dh, ln, p0, p1);
+    else
+        FN(fwd_summarize)(A, S, jb->a, jb->b, ln, p0, p1);
 }
 
-static void FN(apply)(const FN(job) *jb, REAL *carry, const FN(lane) *ln, int64_t p0, int64_t p1)
+static void FN(apply)(const FN(job) * jb, REAL *carry, const FN(lane) * ln, int64_t p0, int64_t p1)
 {
-    if (jb->backward) FN(bwd_apply)(jb->da, jb->db, jb->a, jb->hin, jb->h0, jb->dh, carry, ln, p0, p1);
-    else FN(fwd_apply)(jb->h, jb->a, jb->b, carry, ln, p0, p1);
+    if (jb->backward)
+        FN(bwd_apply)(jb->da, jb->db, jb->a, jb->hin, jb->h0, jb->dh, carry, ln, p0, p1);
+    else
+        FN(fwd_apply)(jb->h, jb->a, jb->b, carry, ln, p0, p1);
 }
 
 /* (A1, S1) then (A2, S2) = (A2*A1, A2*S1 + S2), written into the second. */
@@ -307,38 +325,43 @@ static void FN(down_node)(REAL *restrict Al, REAL *restrict Sl, REAL *restrict A
 #ifdef DEBUG_MERGE
 /* Compares every node of up-sweep level `lev` against a direct serial
  * evaluation of the steps it covers and prints the largest differences. */
-static void FN(debug_level)(const FN(job) *jb, const REAL *sumA, const REAL *sumS, int64_t g0,
-                            int64_t gn, int64_t W, int64_t K, int64_t k, int lev, int64_t ncb,
-                            int64_t wmax)
+static void FN(debug_level)(const FN(job) * jb, const REAL *sumA, const REAL *sumS, int64_t lanes,
+                            int64_t W, int64_t K, int64_t k, int lev, int64_t ncb, int64_t wmax)
 {
     REAL A[PRNN_LANE_MAX], S[PRNN_LANE_MAX];
     double ea = 0, es = 0;
     const int64_t dd = (int64_t)1 << lev;
-    for (int64_t i = 0; i < gn; i++) {
-        FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+    for (int64_t i = 0; i < lanes; i++) {
+        FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
         for (int64_t c = 2 * dd - 1; c < W; c += 2 * dd) {
             int64_t p0 = (k * W + c - 2 * dd + 1) * K, p1 = (k * W + c + 1) * K;
-            if (p1 > ln.L) p1 = ln.L;
-            if (p0 >= p1) continue;
+            if (p1 > ln.L)
+                p1 = ln.L;
+            if (p0 >= p1)
+                continue;
             FN(summarize)(jb, A, S, &ln, p0, p1);
             const REAL *mA = sumA + (i * W + c) * wmax, *mS = sumS + (i * W + c) * wmax;
             for (int64_t j = 0; j < ln.w; j++) {
-                double x = fabs((double)mA[j] - (double)A[j]), y = fabs((double)mS[j] - (double)S[j]);
-                if (x > ea) ea = x;
-                if (y > es) es = y;
+                double x = fabs((double)mA[j] - (double)A[j]),
+                       y = fabs((double)mS[j] - (double)S[j]);
+                if (x > ea)
+                    ea = x;
+                if (y > es)
+                    es = y;
             }
         }
     }
-    fprintf(stderr, "DEBUG_MERGE %s window %lld level %d (intervals of %lld steps): "
+    fprintf(stderr,
+            "DEBUG_MERGE %s window %lld level %d (intervals of %lld steps): "
             "max |dA| %.3g, max |dstate| %.3g vs serial\n",
-            jb->backward ? "backward" : "forward", (long long)k, lev + 1,
-            (long long)(2 * dd * K), ea, es);
+            jb->backward ? "backward" : "forward", (long long)k, lev + 1, (long long)(2 * dd * K),
+            ea, es);
 }
 #endif
 
 /*
  * The divide-and-conquer scan. Lanes (row, block of channels) are processed
- * in groups, and each group's time axis in windows of W chunks of K steps,
+ * together, their time axis in windows of W chunks of K steps,
  * sized so that a window's inputs stay in cache between the two passes:
  *
  *   1. local states: every chunk's summary (A, S), in parallel;
@@ -347,10 +370,10 @@ static void FN(debug_level)(const FN(job) *jb, const REAL *sumA, const REAL *sum
  *      every chunk its true starting state;
  *   3. every chunk rescans its steps from that state, writing the outputs.
  *
- * When a group holds enough lanes to fill the threads on its own (W = 1), a
+ * When there are enough lanes to fill the threads on their own (W = 1), a
  * tree has nothing to add and each lane is one streaming pass.
  */
-static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
+static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) * jb)
 {
     const prnn_scan_desc *d = jb->d;
     const int nt = ctx->num_threads;
@@ -363,25 +386,27 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
      * of the two streamed inputs of one tile. */
     const int64_t tile_bytes = K * wmax * 2 * (int64_t)sizeof(REAL);
     int64_t nt_tiles = (int64_t)nt * PRNN_WINDOW_BYTES / tile_bytes;
-    if (nt_tiles < 1) nt_tiles = 1;
+    if (nt_tiles < 1)
+        nt_tiles = 1;
     int64_t maxL = 0;
     for (int64_t r = 0; r < d->B; r++) {
         int64_t L = d->lengths ? d->lengths[r] : d->T;
-        if (L > maxL) maxL = L;
+        if (L > maxL)
+            maxL = L;
     }
     /* With enough lanes to keep every thread busy, each lane is one
      * streaming pass; otherwise the time axis is split into a tree. */
     int64_t W = 1;
     if (lanes < 4 * (int64_t)nt)
-        while (2 * W * lanes <= nt_tiles && W * K < maxL) W *= 2;
-    int64_t G = W > 1 ? nt_tiles / W : lanes;
-    if (G < 1) G = 1;
-    if (G > lanes) G = lanes;
+        while (2 * W * lanes <= nt_tiles && W * K < maxL)
+            W *= 2;
 
-    /* Workspace: per group, W summaries and one carry per lane. */
-    const int64_t nsum = G * W * wmax;
-    REAL *ws = prnn_host_workspace(ctx, (size_t)(2 * nsum + G * wmax) * sizeof(REAL));
-    if (!ws) return PRNN_ERR_OUT_OF_MEMORY;
+    /* Workspace: W summaries and one carry per lane. (W > 1 only when
+     * lanes * W tiles fit the cache budget, so this stays small.) */
+    const int64_t nsum = lanes * W * wmax;
+    REAL *ws = prnn_host_workspace(ctx, (size_t)(2 * nsum + lanes * wmax) * sizeof(REAL));
+    if (!ws)
+        return PRNN_ERR_OUT_OF_MEMORY;
     REAL *sumA = ws, *sumS = ws + nsum, *carry = ws + 2 * nsum;
     const REAL *init = jb->backward ? jb->dhT : jb->h0;
     const int levels = (int)log2((double)W);
@@ -390,76 +415,77 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
     const int64_t par_min = 4096;
 
 #pragma omp parallel num_threads(nt)
-    for (int64_t g0 = 0; g0 < lanes; g0 += G) {
-        const int64_t gn = lanes - g0 < G ? lanes - g0 : G;
+    {
 
         if (W == 1) {
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t i = 0; i < gn; i++) {
-                FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+            for (int64_t i = 0; i < lanes; i++) {
+                FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
                 REAL *c = carry + i * wmax;
-                for (int64_t j = 0; j < ln.w; j++) c[j] = init ? init[ln.state + j] : 0;
+                for (int64_t j = 0; j < ln.w; j++)
+                    c[j] = init ? init[ln.state + j] : 0;
                 FN(apply)(jb, c, &ln, 0, ln.L);
             }
         } else {
 #pragma omp for
-            for (int64_t i = 0; i < gn; i++) {
-                FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+            for (int64_t i = 0; i < lanes; i++) {
+                FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
                 for (int64_t j = 0; j < wmax; j++)
                     carry[i * wmax + j] = init && j < ln.w ? init[ln.state + j] : 0;
             }
-            int64_t gL = 0;
-            for (int64_t i = 0; i < gn; i++) {
-                int64_t L = FN(lane_make)(jb, g0 + i, ncb, wmax).L;
-                if (L > gL) gL = L;
-            }
-            const int64_t nwin = (gL + W * K - 1) / (W * K);
+            const int64_t nwin = (maxL + W * K - 1) / (W * K);
             for (int64_t k = 0; k < nwin; k++) {
                 /* 1. local states */
 #pragma omp for schedule(static)
-                for (int64_t tile = 0; tile < gn * W; tile++) {
+                for (int64_t tile = 0; tile < lanes * W; tile++) {
                     const int64_t i = tile / W, c = tile % W;
-                    FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                    FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
                     int64_t p0 = (k * W + c) * K, p1 = p0 + K;
-                    if (p1 > ln.L) p1 = ln.L;
+                    if (p1 > ln.L)
+                        p1 = ln.L;
                     REAL *A = sumA + tile * wmax, *S = sumS + tile * wmax;
                     int64_t j = 0;
                     if (p0 < p1) {
                         FN(summarize)(jb, A, S, &ln, p0, p1);
                         j = ln.w;
                     }
-                    for (; j < wmax; j++) A[j] = 1, S[j] = 0; /* identity */
+                    for (; j < wmax; j++)
+                        A[j] = 1, S[j] = 0; /* identity */
                 }
                 /* 2. merge up the tree, level by level */
                 for (int lev = 0; lev < levels; lev++) {
                     const int64_t dd = (int64_t)1 << lev, per_lane = W / (2 * dd);
-                    if (gn * per_lane * wmax >= par_min) {
+                    if (lanes * per_lane * wmax >= par_min) {
 #pragma omp for schedule(static)
-                        for (int64_t it = 0; it < gn * per_lane; it++) {
-                            const int64_t i = it / per_lane, c = (it % per_lane) * 2 * dd + 2 * dd - 1;
+                        for (int64_t it = 0; it < lanes * per_lane; it++) {
+                            const int64_t i = it / per_lane,
+                                          c = (it % per_lane) * 2 * dd + 2 * dd - 1;
                             REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
-                            FN(merge_into)(base_a + (c - dd) * wmax, base_s + (c - dd) * wmax,
-                                           base_a + c * wmax, base_s + c * wmax, wmax);
+                            FN(merge_into)
+                            (base_a + (c - dd) * wmax, base_s + (c - dd) * wmax, base_a + c * wmax,
+                             base_s + c * wmax, wmax);
                         }
                     } else {
 #pragma omp single
-                        for (int64_t it = 0; it < gn * per_lane; it++) {
-                            const int64_t i = it / per_lane, c = (it % per_lane) * 2 * dd + 2 * dd - 1;
+                        for (int64_t it = 0; it < lanes * per_lane; it++) {
+                            const int64_t i = it / per_lane,
+                                          c = (it % per_lane) * 2 * dd + 2 * dd - 1;
                             REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
-                            FN(merge_into)(base_a + (c - dd) * wmax, base_s + (c - dd) * wmax,
-                                           base_a + c * wmax, base_s + c * wmax, wmax);
+                            FN(merge_into)
+                            (base_a + (c - dd) * wmax, base_s + (c - dd) * wmax, base_a + c * wmax,
+                             base_s + c * wmax, wmax);
                         }
                     }
 #ifdef DEBUG_MERGE
 #pragma omp single
-                    FN(debug_level)(jb, sumA, sumS, g0, gn, W, K, k, lev, ncb, wmax);
+                    FN(debug_level)(jb, sumA, sumS, lanes, W, K, k, lev, ncb, wmax);
 #endif
                 }
                 /* ... then the prefixes down it. A chunk's starting state is
                  * its exclusive prefix applied to the lane's carry; the carry
                  * then moves on by the window's total (the tree's root). */
 #pragma omp for schedule(static)
-                for (int64_t i = 0; i < gn; i++) {
+                for (int64_t i = 0; i < lanes; i++) {
                     REAL *la = sumA + i * W * wmax, *ls = sumS + i * W * wmax;
                     REAL *ra = la + (W - 1) * wmax, *rs = ls + (W - 1) * wmax;
                     REAL *c = carry + i * wmax;
@@ -471,43 +497,48 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) *jb)
                     }
                     for (int64_t dd = W / 2; dd >= 1; dd /= 2)
                         for (int64_t cc = 2 * dd - 1; cc < W; cc += 2 * dd)
-                            FN(down_node)(la + (cc - dd) * wmax, ls + (cc - dd) * wmax,
-                                          la + cc * wmax, ls + cc * wmax, wmax);
+                            FN(down_node)
+                            (la + (cc - dd) * wmax, ls + (cc - dd) * wmax, la + cc * wmax,
+                             ls + cc * wmax, wmax);
                     for (int64_t cc = 0; cc < W; cc++)
                         for (int64_t j = 0; j < wmax; j++)
                             ls[cc * wmax + j] = la[cc * wmax + j] * old[j] + ls[cc * wmax + j];
                 }
                 /* 3. rescan every chunk from its starting state */
 #pragma omp for schedule(static)
-                for (int64_t tile = 0; tile < gn * W; tile++) {
+                for (int64_t tile = 0; tile < lanes * W; tile++) {
                     const int64_t i = tile / W, c = tile % W;
-                    FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+                    FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
                     int64_t p0 = (k * W + c) * K, p1 = p0 + K;
-                    if (p1 > ln.L) p1 = ln.L;
-                    if (p0 < p1) FN(apply)(jb, sumS + tile * wmax, &ln, p0, p1);
+                    if (p1 > ln.L)
+                        p1 = ln.L;
+                    if (p0 < p1)
+                        FN(apply)(jb, sumS + tile * wmax, &ln, p0, p1);
                 }
             }
         }
 
         /* Final states, and zeros past every row's length. */
 #pragma omp for schedule(static)
-        for (int64_t i = 0; i < gn; i++) {
-            FN(lane) ln = FN(lane_make)(jb, g0 + i, ncb, wmax);
+        for (int64_t i = 0; i < lanes; i++) {
+            FN(lane) ln = FN(lane_make)(jb, i, ncb, wmax);
             const REAL *c = carry + i * wmax;
             if (!jb->backward && jb->hT) {
-                for (int64_t j = 0; j < ln.w; j++) jb->hT[ln.state + j] = c[j];
+                for (int64_t j = 0; j < ln.w; j++)
+                    jb->hT[ln.state + j] = c[j];
             } else if (jb->backward && jb->dh0) {
                 /* dh0 = a_0 * g_0; logical step 0 is the last scan position. */
                 const REAL *a0 = jb->a + ln.first + (ln.L - 1) * ln.step;
                 for (int64_t j = 0; j < ln.w; j++)
                     jb->dh0[ln.state + j] = ln.L > 0 ? a0[j] * c[j] : c[j];
             }
-            const int64_t r = (g0 + i) / ncb, j0 = ln.state - r * d->H;
+            const int64_t r = (i) / ncb, j0 = ln.state - r * d->H;
             for (int64_t t = ln.L; t < d->T; t++) {
                 const int64_t at = (r * d->T + t) * d->H + j0;
                 REAL *o1 = jb->backward ? jb->da + at : jb->h + at;
                 memset(o1, 0, (size_t)ln.w * sizeof(REAL));
-                if (jb->backward) memset(jb->db + at, 0, (size_t)ln.w * sizeof(REAL));
+                if (jb->backward)
+                    memset(jb->db + at, 0, (size_t)ln.w * sizeof(REAL));
             }
         }
     }
