@@ -8,6 +8,10 @@
 #ifndef PRNN_TEST_UTIL_H
 #define PRNN_TEST_UTIL_H
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,2 @@
+/* cuda_bf16.h (host simulator): see cuda_runtime.h beside it. */
+#include "cuda_runtime.h"

@@ -1,0 +1,295 @@
+/*
+ * sim.cpp - a small host simulator of the CUDA execution model, enough to
+ * run prnn's real kernels (src/scan_cuda.cu compiled by g++ against the
+ * shims in include/) and so check them against the CPU oracle on a machine
+ * without a GPU. It proves the index arithmetic, the semantics (reverse,
+ * lengths, states, dtypes, the scalar and vector paths) and the look-back's
+ * logic; it proves nothing about speed or about the hardware memory model.
+ *
+ * Execution: blocks run one at a time, in a random order; the threads of a
+ * block are ucontext fibers switched at __syncthreads, __ballot_sync and
+ * flag loads, the runnable fiber picked at random. ld_acquire returns, with
+ * probability PRNN_SIM_STALE (default 0.5), the value the flag held before
+ * its latest store in this launch (a legal stale read), so the look-back
+ * sees aggregates (status A), not-yet-published tiles (retries) and
+ * inclusive prefixes (P) in every mix; near 1, long runs of aggregates
+ * force look-backs over several 32-tile windows.
+ *
+ * Memory: cudaMalloc returns host memory filled with 0xA5 bytes (garbage, as
+ * on a device); copies are memcpy; streams are tokens. PRNN_SIM_SEED seeds
+ * the scheduler.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_runtime.h"
+
+namespace prnn_sim {
+namespace {
+
+constexpr size_t kStack = 256 * 1024;
+enum { RUN = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2 };
+
+struct fiber {
+    ucontext_t ctx;
+    uint3 tid;
+    int done;
+    int wait;
+};
+
+struct warp {
+    int arrived;
+    unsigned gen, vote, result[2];
+};
+
+std::vector<fiber> fibers;
+std::vector<char *> stacks;
+std::vector<warp> warps;
+ucontext_t sched_ctx;
+int cur = -1, alive = 0, bar_arrived = 0;
+uint3 cur_block;
+dim3 cur_grid, cur_bdim;
+const std::function<void()> *cur_body;
+std::mt19937_64 rng;
+bool seeded;
+double stale_prob = 0.5; /* PRNN_SIM_STALE: chance a flag load sees the previous value */
+std::unordered_map<const unsigned *, std::vector<unsigned>> flag_history;
+
+unsigned nthreads() { return cur_bdim.x * cur_bdim.y * cur_bdim.z; }
+
+void release(int kind)
+{
+    for (fiber &f : fibers)
+        if (f.wait == kind) f.wait = RUN;
+}
+
+void to_scheduler() { swapcontext(&fibers[cur].ctx, &sched_ctx); }
+
+void trampoline()
+{
+    (*cur_body)();
+    fibers[cur].done = 1;
+    alive--;
+    if (bar_arrived > 0 && bar_arrived == alive) {
+        bar_arrived = 0;
+        release(AT_BLOCK_BARRIER);
+    }
+    /* returning resumes sched_ctx through uc_link */
+}
+
+void run_block()
+{
+    const unsigned n = nthreads();
+    if (fibers.size() < n) {
+        fibers.resize(n);
+        while (stacks.size() < n) stacks.push_back(static_cast<char *>(malloc(kStack)));
+    }
+    warps.assign((n + 31) / 32, warp{0, 0, 0, {0, 0}});
+    alive = (int)n;
+    bar_arrived = 0;
+    for (unsigned i = 0; i < n; i++) {
+        fiber &f = fibers[i];
+        f.tid = uint3{i % cur_bdim.x, (i / cur_bdim.x) % cur_bdim.y, i / (cur_bdim.x * cur_bdim.y)};
+        f.done = 0;
+        f.wait = RUN;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = stacks[i];
+        f.ctx.uc_stack.ss_size = kStack;
+        f.ctx.uc_link = &sched_ctx;
+        makecontext(&f.ctx, trampoline, 0);
+    }
+    std::vector<int> runnable;
+    while (alive > 0) {
+        runnable.clear();
+        for (unsigned i = 0; i < n; i++)
+            if (!fibers[i].done && fibers[i].wait == RUN) runnable.push_back((int)i);
+        if (runnable.empty()) {
+            fprintf(stderr, "prnn sim: deadlock in block (%u, %u): %d threads alive, none runnable\n",
+                    cur_block.x, cur_block.y, alive);
+            abort();
+        }
+        cur = runnable[rng() % runnable.size()];
+        swapcontext(&sched_ctx, &fibers[cur].ctx);
+    }
+    cur = -1;
+}
+
+} // namespace
+
+uint3 thread_idx() { return fibers[cur].tid; }
+uint3 block_idx() { return cur_block; }
+dim3 grid_dim() { return cur_grid; }
+dim3 block_dim() { return cur_bdim; }
+
+void syncthreads()
+{
+    bar_arrived++;
+    if (bar_arrived == alive) { /* the last to arrive releases the others */
+        bar_arrived = 0;
+        release(AT_BLOCK_BARRIER);
+        return;
+    }
+    fibers[cur].wait = AT_BLOCK_BARRIER;
+    to_scheduler();
+}
+
+unsigned ballot(unsigned mask, int pred)
+{
+    if (mask != 0xffffffffu) {
+        fprintf(stderr, "prnn sim: only full-warp ballots are simulated\n");
+        abort();
+    }
+    const unsigned t = fibers[cur].tid.x + cur_bdim.x * (fibers[cur].tid.y + cur_bdim.y * fibers[cur].tid.z);
+    warp &w = warps[t / 32];
+    for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
+        if (i >= nthreads() || fibers[i].done) {
+            fprintf(stderr, "prnn sim: ballot in a warp with exited threads\n");
+            abort();
+        }
+    const unsigned gen = w.gen;
+    if (pred) w.vote |= 1u << (t % 32);
+    if (++w.arrived == 32) {
+        w.result[gen & 1] = w.vote;
+        w.vote = 0;
+        w.arrived = 0;
+        w.gen++;
+        for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
+            if (fibers[i].wait == AT_WARP_BARRIER) fibers[i].wait = RUN;
+    } else {
+        fibers[cur].wait = AT_WARP_BARRIER;
+        to_scheduler();
+    }
+    return w.result[gen & 1];
+}
+
+unsigned ld_acquire(const unsigned *p)
+{
+    to_scheduler(); /* let the others move: this is a spin loop's poll */
+    auto it = flag_history.find(p);
+    if (it == flag_history.end() || it->second.size() < 2 ||
+        std::uniform_real_distribution<double>(0.0, 1.0)(rng) >= stale_prob)
+        return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    return it->second[it->second.size() - 2]; /* the value before the latest */
+}
+
+void st_release(unsigned *p, unsigned v)
+{
+    auto &h = flag_history[p];
+    if (h.empty()) h.push_back(*p); /* the value the launch found */
+    h.push_back(v);
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+void launch(dim3 grid, dim3 block, const std::function<void()> &body)
+{
+    if (!seeded) {
+        const char *s = getenv("PRNN_SIM_SEED");
+        rng.seed(s ? strtoull(s, nullptr, 0) : 12345u);
+        const char *st = getenv("PRNN_SIM_STALE");
+        if (st) stale_prob = atof(st);
+        seeded = true;
+    }
+    flag_history.clear(); /* a launch never sees values from before it began */
+    cur_grid = grid;
+    cur_bdim = block;
+    cur_body = &body;
+    std::vector<uint3> order;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) order.push_back(uint3{x, y, z});
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const uint3 &b : order) {
+        cur_block = b;
+        run_block();
+    }
+}
+
+} // namespace prnn_sim
+
+/* ------------------------------------------------------------------------ */
+/* Runtime API                                                              */
+
+struct prnn_sim_stream {
+    int token;
+};
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *dev)
+{
+    *dev = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
+{
+    (void)attr;
+    (void)dev;
+    *value = 132;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags;
+    *s = new prnn_sim_stream{1};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s || s->token != 1) return cudaErrorInvalidValue;
+    s->token = 0;
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return !s || s->token == 1 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xa5, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void *p, int value, size_t bytes)
+{
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
+{
+    (void)s;
+    return cudaMemset(p, value, bytes);
+}
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "simulated error"; }
+
+} /* extern "C" */

@@ -1,0 +1,1235 @@
+/*
+ * scan_cuda.cu - the CUDA backend of prnn: context resources (device,
+ * stream, workspace) and the linear scan h_t = a_t * h_{t-1} + b_t, forward
+ * and backward, in three algorithms:
+ *
+ *   CHUNKED  single pass with decoupled look-back (the default): each thread
+ *            block owns (row b, a tile of columns, a chunk of time), keeps its
+ *            a and b in registers, learns its carry-in from the blocks before
+ *            it in time and writes h once. Reads a, b and writes h exactly once
+ *            (12 bytes/element in fp32), so it runs at copy bandwidth, and it
+ *            splits T over blocks so that small B*H still fills the GPU.
+ *   TREE     the source design: serial local states inside chunks of 32 steps,
+ *            merged level by level up a tree, carries pushed down the tree,
+ *            and the local kernel again with each chunk's carry-in.
+ *   SERIAL   one thread per channel looping over t: the O(T) baseline.
+ *
+ * All arithmetic and every carry is fp32; a, b, h, dh, da, db are stored as
+ * fp32, bf16 or fp16; states h0, hT, dhT, dh0 are fp32. The per-step access
+ * rules (reverse, lengths, the backward's shifted coefficient) live in
+ * scan_cuda.cuh and are shared by the three algorithms.
+ *
+ * Size letters: B batch rows, T time steps, H channels. Tensors (B, T, H)
+ * with H contiguous; states (B, H).
+ *
+ * Manners: no printing (except the DEBUG_MERGE build), no exit, every CUDA
+ * error mapped to a prnn_status, all work on the context's stream, and the
+ * workspace grown on demand and kept.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prnn_internal.h"
+#include "scan_cuda.cuh"
+
+/* Every launch goes through this macro so that the lab's host simulator
+ * (dev/cuda/sim) can run these same kernels on a machine without a GPU. */
+#ifndef PRNN_LAUNCH
+#define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
+#ifdef DEBUG_MERGE
+#include <math.h>
+#include <stdio.h>
+
+#include <type_traits>
+#endif
+
+using namespace prnn_cuda;
+
+/* ======================================================================== */
+/* Context state                                                            */
+
+struct prnn_cuda_state {
+    int device;
+    cudaStream_t stream;
+    int owns_stream;
+    int sm_count;
+
+    /* Workspace, one allocation grown on demand and kept:
+     *   [0, 8)                 the chunked scan's ticket counter (u64)
+     *   [kFlagsOffset, ...)    flag_cap status words of the chunked scan
+     *   [data_offset, ...)     data_cap bytes: look-back data, tree levels
+     * The counter and flags are zeroed once when allocated; afterwards each
+     * chunked launch tags its flags with a fresh epoch and offsets its
+     * tickets by ticket_base, so no per-call memset is needed. */
+    unsigned char *ws;
+    size_t flag_cap;
+    size_t data_offset;
+    size_t data_cap;
+    unsigned long long ticket_base;
+    unsigned epoch;
+
+    int64_t *d_lengths; /* (lengths_cap) device copy of desc->lengths */
+    int64_t lengths_cap;
+};
+
+namespace {
+
+constexpr size_t kFlagsOffset = 256;
+constexpr unsigned kEpochLimit = 1u << 30; /* flag = epoch << 2 | status */
+
+prnn_status map_cuda_error(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return PRNN_OK;
+    case cudaErrorMemoryAllocation: return PRNN_ERR_OUT_OF_MEMORY;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver: return PRNN_ERR_NO_DEVICE;
+    default: return PRNN_ERR_CUDA;
+    }
+}
+
+#define PRNN_CU(call)                                                          \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) return map_cuda_error(e_);                      \
+    } while (0)
+
+/* After a launch: launch-configuration errors and earlier async faults. */
+#define PRNN_CU_LAUNCHED() PRNN_CU(cudaGetLastError())
+
+/* Makes the context's device current for a scope and restores the caller's
+ * device afterwards, so the library never changes the caller's state. */
+struct device_guard {
+    int prev = -1;
+    int dev;
+    cudaError_t err;
+    explicit device_guard(int d) : dev(d)
+    {
+        err = cudaGetDevice(&prev);
+        if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
+    }
+    ~device_guard()
+    {
+        if (prev >= 0 && prev != dev) (void)cudaSetDevice(prev);
+    }
+    device_guard(const device_guard &) = delete;
+    device_guard &operator=(const device_guard &) = delete;
+};
+
+size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+int ceil_log2(int64_t x)
+{
+    int l = 0;
+    while (((int64_t)1 << l) < x) l++;
+    return l;
+}
+
+/* Ensures room for nflags status words and data_bytes of data. Growing
+ * waits for the stream (an older, smaller workspace may still be in use),
+ * then frees it and allocates the new one. */
+prnn_status ws_reserve(prnn_cuda_state *st, size_t nflags, size_t data_bytes)
+{
+    if (st->ws && nflags <= st->flag_cap && data_bytes <= st->data_cap) return PRNN_OK;
+    size_t flag_cap = nflags > st->flag_cap ? nflags : st->flag_cap;
+    size_t data_cap = data_bytes > st->data_cap ? data_bytes : st->data_cap;
+    flag_cap = align_up(flag_cap ? flag_cap : 1, 1024);
+    data_cap = align_up(data_cap ? data_cap : 1, (size_t)1 << 20);
+    const size_t data_offset = align_up(kFlagsOffset + flag_cap * sizeof(unsigned), 256);
+
+    if (st->ws) {
+        PRNN_CU(cudaStreamSynchronize(st->stream));
+        PRNN_CU(cudaFree(st->ws));
+        st->ws = nullptr;
+        st->flag_cap = st->data_cap = 0;
+    }
+    void *ws = nullptr;
+    cudaError_t e = cudaMalloc(&ws, data_offset + data_cap);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return map_cuda_error(e);
+    }
+    st->ws = static_cast<unsigned char *>(ws);
+    st->flag_cap = flag_cap;
+    st->data_cap = data_cap;
+    st->data_offset = data_offset;
+    st->ticket_base = 0;
+    st->epoch = 0;
+    PRNN_CU(cudaMemsetAsync(st->ws, 0, data_offset, st->stream));
+    return PRNN_OK;
+}
+
+float *ws_data(prnn_cuda_state *st) { return reinterpret_cast<float *>(st->ws + st->data_offset); }
+
+/* Copies the host lengths into the context's device buffer, on the stream. */
+prnn_status upload_lengths(prnn_cuda_state *st, const int64_t *lengths, int64_t B,
+                           const int64_t **d_lengths)
+{
+    *d_lengths = nullptr;
+    if (!lengths) return PRNN_OK;
+    if (B > st->lengths_cap) {
+        if (st->d_lengths) {
+            PRNN_CU(cudaStreamSynchronize(st->stream));
+            PRNN_CU(cudaFree(st->d_lengths));
+            st->d_lengths = nullptr;
+            st->lengths_cap = 0;
+        }
+        const int64_t cap = B < 256 ? 256 : B;
+        void *p = nullptr;
+        cudaError_t e = cudaMalloc(&p, (size_t)cap * sizeof(int64_t));
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return map_cuda_error(e);
+        }
+        st->d_lengths = static_cast<int64_t *>(p);
+        st->lengths_cap = cap;
+    }
+    PRNN_CU(cudaMemcpyAsync(st->d_lengths, lengths, (size_t)B * sizeof(int64_t),
+                            cudaMemcpyHostToDevice, st->stream));
+    *d_lengths = st->d_lengths;
+    return PRNN_OK;
+}
+
+/* 16-byte vectors along H are usable when every vector is aligned: H a
+ * multiple of the vector width and all (B, T, H) base pointers aligned. */
+bool vectors_ok(const scan_params &p, bool bwd, int vec)
+{
+    if (p.H % vec) return false;
+    const void *ptrs[5] = {p.a, bwd ? p.h_in : p.b, bwd ? p.dh : p.h_out, bwd ? p.da : nullptr,
+                           bwd ? p.db : nullptr};
+    for (const void *q : ptrs)
+        if (reinterpret_cast<uintptr_t>(q) % 16) return false;
+    return true;
+}
+
+} // namespace
+
+/* ======================================================================== */
+/* SERIAL: one thread per channel (b, j), looping over logical steps        */
+
+namespace {
+
+template <typename T, bool BWD>
+__global__ void __launch_bounds__(kThreads) serial_scan_kernel(const scan_params p)
+{
+    constexpr int U = 8; /* steps loaded ahead: independent loads in flight */
+    const int64_t idx = (int64_t)blockIdx.x * kThreads + threadIdx.x;
+    if (idx >= p.B * p.H) return;
+    const int64_t b = idx / p.H, col = idx - b * p.H;
+    const int64_t row = b * p.T, L = row_length(p, b);
+
+    float st[1] = {state_in<BWD>(p, b, col)};
+    for (int64_t u0 = 0; u0 < p.T; u0 += U) {
+        freg<1> x[U], y[U];
+        float hp[BWD ? U : 1][1];
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            load_step<T, 1, BWD>(p, row, u0 + k, L, col, true, x[k], y[k]);
+            if constexpr (BWD) load_hprev<T, 1>(p, b, u0 + k, L, col, true, hp[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            if (u0 + k >= p.T) break;
+            st[0] = x[k].v[0] * st[0] + y[k].v[0];
+            store_step<T, 1, BWD>(p, row, u0 + k, L, col, st, hp[BWD ? k : 0]);
+        }
+    }
+    state_out<T, BWD>(p, b, col, L, st[0]);
+}
+
+template <typename T, bool BWD>
+prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
+{
+    const int64_t blocks = ceil_div(p.B * p.H, kThreads);
+    if (blocks > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
+    auto *kernel = serial_scan_kernel<T, BWD>;
+    PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, p);
+    PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
+} // namespace
+
+/* ======================================================================== */
+/* CHUNKED: single pass, decoupled look-back over time chunks               */
+/*
+ * Block = 256 threads = TX column threads x TY time threads (TX a power of
+ * two <= 32, chosen so a row's columns are covered with little waste). A
+ * thread owns VEC columns (one 16-byte vector, or 1 on the scalar path) and
+ * S consecutive logical steps, held in registers:
+ *
+ *             fp32: VEC 4, S 8   bf16/fp16: VEC 8, S 8   scalar: VEC 1, S 16
+ *
+ * (16-bit vectors stay packed in registers until used), so the block's tile
+ * is W = TX*VEC columns by C = TY*S steps: fp32 with H >= 128 is 128 columns
+ * x 64 steps, bf16 with H >= 256 is 256 x 64; 96 KiB of traffic forward.
+ *
+ *  1. ticket: blocks take their tile from an atomic counter in launch order,
+ *     so every block waits only on blocks that already run or ran: no
+ *     deadlock whatever order the hardware dispatches blockIdx in. Tiles are
+ *     numbered chunk-major (lin = chunk * R + r, r = b * ntiles + tile), so a
+ *     tile's predecessor in time was dispatched R tiles earlier.
+ *  2. load S steps of (x, y) with 16-byte loads; reduce them serially to the
+ *     thread's summary (A = prod x, B = scan of y from zero).
+ *  3. inclusive Hillis-Steele scan of the summaries over the TY time threads
+ *     in shared memory; the last row is the block's aggregate.
+ *  4. publish the aggregate (data, fence, flag A), look back over the
+ *     predecessors 256 at a time (each thread polls one flag; the block finds
+ *     the nearest inclusive prefix P; all threads fold the aggregates in
+ *     between, a few per thread, and the column threads apply them to that
+ *     prefix), publish the inclusive prefix (flag P). Chunk 0 knows its
+ *     carry (h0) and publishes P at once.
+ *
+ * Why 256 at a time: with one chain (B*H = 64) at full bandwidth, tiles
+ * arrive at ~50 per microsecond, and a tile's P appears a few L2 round trips
+ * (~2 us) after its A, so a new tile typically finds ~100 predecessors that
+ * have only an aggregate out. A warp-wide window (32) would walk them in
+ * several dependent rounds, lengthen every look-back and fall further
+ * behind; a block-wide window takes them in one round.
+ *  5. each thread applies carry-in to its exclusive prefix, re-runs its S
+ *     steps from registers and writes the outputs once.
+ *
+ * Merge rule: (A1, B1) then (A2, B2) = (A2*A1, A2*B1 + B2).
+ *
+ * Memory ordering of the look-back. Writer: every column thread stores its
+ * data (plain stores), executes __threadfence(), then __syncthreads(); thread
+ * 0 stores the flag with st.release.gpu. Reader: each thread polls one
+ * flag with ld.acquire.gpu, __syncthreads() hands the outcome (and the
+ * happens-before edge) to the threads that read the data, with ld.global.cg
+ * (L2, never a stale L1 line). Flags are epoch-tagged so stale words of
+ * earlier launches never match; a launch's tiles are numbered from a ticket
+ * counter that is never reset (the host keeps its base).
+ */
+
+namespace {
+
+constexpr unsigned kStatusA = 1; /* aggregate published */
+constexpr unsigned kStatusP = 2; /* inclusive prefix published */
+constexpr int kWarps = kThreads / 32;
+constexpr int kFoldBatch = 8; /* predecessor aggregates loaded at once */
+
+/* Steps per thread: 16 scalars, or 8 vectors (fp32 float4, or 8 x 16-bit
+ * kept packed): 32 registers per tensor either way. */
+template <int VEC> constexpr int chunk_steps() { return VEC == 1 ? 16 : 8; }
+
+struct chunked_params {
+    scan_params s;
+    unsigned *flags;       // (R, nchunks) epoch << 2 | status
+    float *data;           // (R, nchunks, 3, W) aggregate A, aggregate B, inclusive
+    unsigned long long *counter;
+    unsigned long long ticket_base;
+    unsigned epoch;
+    int lg_tx;             // TX = 1 << lg_tx column threads per block
+    int64_t ntiles;        // column tiles per row
+    int64_t R;             // B * ntiles
+    int64_t nchunks;       // time chunks per row
+};
+
+#ifndef PRNN_CUDA_SIM /* the host simulator brings its own, with stale reads */
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+#endif
+
+/* Block-wide poll of the look-back window base, base-1, ..., base-255
+ * (thread t watches chunk base - t of the same (row, column tile)): waits
+ * until every predecessor closer than the nearest inclusive prefix P has
+ * published its aggregate, and returns the distance of that P (kThreads if
+ * the window holds none: fold all and look further back). Chunk 0 always
+ * publishes P, so the look-back ends there at the latest; positions before
+ * chunk 0 report P without being read. s_vote is double-buffered by parity,
+ * so one barrier per poll suffices; the result is block-uniform. */
+__device__ int lookback_poll(const unsigned *flags_row, int64_t base, unsigned epoch,
+                             unsigned (&s_vote)[2][2][kWarps], int &parity)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t j = base - tid;
+    for (;;) {
+        unsigned status = kStatusP;
+        if (j >= 0) {
+            const unsigned w = ld_acquire(flags_row + j);
+            status = (w >> 2) == epoch ? (w & 3u) : 0u;
+        }
+        const unsigned any_p = __ballot_sync(0xffffffffu, status == kStatusP);
+        const unsigned none = __ballot_sync(0xffffffffu, status == 0u);
+        if (lane == 0) {
+            s_vote[parity][0][warp] = any_p;
+            s_vote[parity][1][warp] = none;
+        }
+        __syncthreads();
+        int np = kThreads;
+        bool ready = true;
+        for (int w = 0; w < kWarps; w++) {
+            const unsigned pw = s_vote[parity][0][w], xw = s_vote[parity][1][w];
+            if (pw) {
+                const int k = __ffs(pw) - 1;
+                ready = (xw & ((1u << k) - 1u)) == 0;
+                np = w * 32 + k;
+                break;
+            }
+            if (xw) {
+                ready = false;
+                break;
+            }
+        }
+        parity ^= 1;
+        if (ready) return np;
+    }
+}
+
+/* Shared-memory slots of VEC floats (16-byte aligned when VEC % 4 == 0). */
+template <int VEC>
+__device__ __forceinline__ void smem_put(float *s, const float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4)
+            *reinterpret_cast<float4 *>(s + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s[k] = v[k];
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4) {
+            const float4 q = *reinterpret_cast<const float4 *>(s + k);
+            v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = s[k];
+    }
+}
+
+template <typename T, int VEC, bool BWD>
+__global__ void __launch_bounds__(kThreads, 2) chunked_scan_kernel(const chunked_params cp)
+{
+    constexpr int S = chunk_steps<VEC>();
+    __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
+    __shared__ __align__(16) float sB[kThreads * VEC];
+    __shared__ float s_carry[kThreads];                 /* (W) the block's carry-in */
+    __shared__ float s_partA[kThreads], s_partB[kThreads]; /* (G, W) look-back partials */
+    __shared__ unsigned s_vote[2][2][kWarps];
+    __shared__ long long s_lin;
+
+    const scan_params &p = cp.s;
+    const int tid = threadIdx.x;
+
+    /* 1. ticket */
+    if (tid == 0) s_lin = (long long)(atomicAdd(cp.counter, 1ull) - cp.ticket_base);
+    __syncthreads();
+    const int64_t lin = s_lin;
+    const int64_t chunk = lin / cp.R, r = lin - chunk * cp.R;
+    const int64_t b = r / cp.ntiles, tile = r - b * cp.ntiles;
+
+    const int TX = 1 << cp.lg_tx, TY = kThreads >> cp.lg_tx, W = TX * VEC;
+    const int tx = tid & (TX - 1), ty = tid >> cp.lg_tx;
+    const int64_t C = (int64_t)TY * S;
+    const int64_t L = row_length(p, b);
+    const int64_t s_first = chunk * C;
+    const int64_t u0 = s_first + (int64_t)ty * S;
+    const int64_t col = tile * W + (int64_t)tx * VEC;
+    const bool col_ok = col < p.H;
+    const int64_t row = b * p.T;
+
+    if (s_first >= L) {
+        /* Only padding: zeros, no look-back (later chunks are padding too, so
+         * nobody waits on this tile). A row of length 0 still has a state. */
+        if (col_ok) {
+#pragma unroll
+            for (int k = 0; k < S; k++)
+                if (u0 + k < p.T) store_zero<T, VEC, BWD>(p, row, u0 + k, col);
+        }
+        if (chunk == 0 && tid < W && tile * W + tid < p.H)
+            state_out<T, BWD>(p, b, tile * W + tid, L, state_in<BWD>(p, b, tile * W + tid));
+        return;
+    }
+
+    /* 2. load and reduce */
+    typename reg_of<T, VEC>::type x[S], y[S];
+#pragma unroll
+    for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, u0 + k, L, col, col_ok, x[k], y[k]);
+
+    float A[VEC], Bs[VEC];
+#pragma unroll
+    for (int v = 0; v < VEC; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
+#pragma unroll
+    for (int k = 0; k < S; k++) {
+        float xs[VEC], ys[VEC];
+        reg_get<T, VEC>(x[k], xs);
+        reg_get<T, VEC>(y[k], ys);
+#pragma unroll
+        for (int v = 0; v < VEC; v++) {
+            Bs[v] = xs[v] * Bs[v] + ys[v];
+            A[v] = xs[v] * A[v];
+        }
+    }
+
+    /* 3. inclusive scan over the TY time threads; thread tid's slot is
+     * tid*VEC (= ty*W + tx*VEC), its predecessor d rows up (tid - d*TX)*VEC */
+    for (int d = 1; d < TY; d <<= 1) {
+        smem_put<VEC>(sA + tid * VEC, A);
+        smem_put<VEC>(sB + tid * VEC, Bs);
+        __syncthreads();
+        if (ty >= d) {
+            float pA[VEC], pB[VEC];
+            smem_get<VEC>(sA + (tid - d * TX) * VEC, pA);
+            smem_get<VEC>(sB + (tid - d * TX) * VEC, pB);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                Bs[v] = A[v] * pB[v] + Bs[v];
+                A[v] = A[v] * pA[v];
+            }
+        }
+        __syncthreads();
+    }
+    smem_put<VEC>(sA + tid * VEC, A);
+    smem_put<VEC>(sB + tid * VEC, Bs);
+    __syncthreads();
+
+    /* 4. publish and look back; thread c < W owns column c of the tile.
+     * Tiles of one (row, column tile) are consecutive in flags and data, so
+     * a look-back window is one contiguous run. */
+    const int64_t ts = 3 * (int64_t)W; /* floats per tile's data */
+    const unsigned *const flags_row = cp.flags + r * cp.nchunks;
+    const float *const data_row = cp.data + r * cp.nchunks * ts;
+    float *const my = cp.data + (r * cp.nchunks + chunk) * ts;
+    unsigned *const my_flag = cp.flags + r * cp.nchunks + chunk;
+    float aggA = 1.0f, aggB = 0.0f, carry = 0.0f;
+    if (tid < W) {
+        aggA = sA[(TY - 1) * W + tid];
+        aggB = sB[(TY - 1) * W + tid];
+    }
+    const unsigned tag = cp.epoch << 2;
+    if (chunk == 0) {
+        if (tid < W) {
+            const int64_t c = tile * W + tid;
+            carry = c < p.H ? state_in<BWD>(p, b, c) : 0.0f;
+            my[2 * W + tid] = aggA * carry + aggB;
+            s_carry[tid] = carry;
+            __threadfence();
+        }
+        __syncthreads();
+        if (tid == 0) st_release(my_flag, tag | kStatusP);
+    } else {
+        if (tid < W) {
+            my[tid] = aggA;
+            my[W + tid] = aggB;
+            __threadfence();
+        }
+        __syncthreads();
+        if (tid == 0) st_release(my_flag, tag | kStatusA);
+
+        /* The fold of a window is spread over the block: G = 256/W threads
+         * per column, thread (g, c) composing a contiguous run of the
+         * predecessors, then the g = 0 thread composing the G partials in
+         * order. acc is the composition of everything folded so far (the
+         * newer predecessors). */
+        const int G = kThreads / W, c = tid & (W - 1), g = tid / W;
+        float accA = 1.0f, accB = 0.0f;
+        int parity = 0;
+        for (int64_t base = chunk - 1;; base -= kThreads) {
+            const int np = lookback_poll(flags_row, base, cp.epoch, s_vote, parity);
+            const float *q = data_row + base * ts + c; /* predecessor i at q - i*ts */
+            float incl = 0.0f;
+            if (g == 0 && np < kThreads) incl = __ldcg(q - np * ts + 2 * W);
+            const int lo = g * np / G, hi = (g + 1) * np / G;
+            float pA = 1.0f, pB = 0.0f;
+            for (int i = lo; i < hi; i += kFoldBatch) {
+                float fa[kFoldBatch], fb[kFoldBatch];
+#pragma unroll
+                for (int k = 0; k < kFoldBatch; k++) {
+                    fa[k] = 1.0f;
+                    fb[k] = 0.0f;
+                    if (i + k < hi) {
+                        fa[k] = __ldcg(q - (i + k) * ts);
+                        fb[k] = __ldcg(q - (i + k) * ts + W);
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < kFoldBatch; k++) {
+                    pB = pA * fb[k] + pB;
+                    pA = pA * fa[k];
+                }
+            }
+            s_partA[tid] = pA; /* tid == g * W + c */
+            s_partB[tid] = pB;
+            __syncthreads();
+            if (g == 0) {
+                for (int k = 0; k < G; k++) {
+                    accB = accA * s_partB[k * W + c] + accB;
+                    accA = accA * s_partA[k * W + c];
+                }
+                if (np < kThreads) carry = accA * incl + accB;
+            }
+            if (np < kThreads) break;
+        }
+        if (tid < W) {
+            my[2 * W + tid] = aggA * carry + aggB;
+            s_carry[tid] = carry;
+            __threadfence();
+        }
+        __syncthreads();
+        if (tid == 0) st_release(my_flag, tag | kStatusP);
+    }
+    if (tid < W && tile * W + tid < p.H && s_first <= L - 1 && L - 1 < s_first + C)
+        state_out<T, BWD>(p, b, tile * W + tid, L, aggA * carry + aggB);
+
+    /* 5. apply the carry to the exclusive prefix, re-run, write once */
+    float st[VEC];
+    {
+        float eA[VEC], eB[VEC];
+        if (ty > 0) {
+            smem_get<VEC>(sA + (tid - TX) * VEC, eA);
+            smem_get<VEC>(sB + (tid - TX) * VEC, eB);
+        } else {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) { eA[v] = 1.0f; eB[v] = 0.0f; }
+        }
+#pragma unroll
+        for (int v = 0; v < VEC; v++) st[v] = eA[v] * s_carry[tx * VEC + v] + eB[v];
+    }
+    if (!col_ok) return;
+    /* Backward: h_{s-1} is loaded only now, and for packed 16-bit vectors
+     * half the steps at a time (as floats they would double the registers
+     * of x and y); issued before the look-back they would spill. */
+    constexpr int HB = BWD ? (sizeof(T) == 2 && VEC > 1 ? S / 2 : S) : S;
+#pragma unroll
+    for (int k0 = 0; k0 < S; k0 += HB) {
+        float hp[BWD ? HB : 1][VEC];
+        if constexpr (BWD) {
+#pragma unroll
+            for (int k = 0; k < HB; k++) load_hprev<T, VEC>(p, b, u0 + k0 + k, L, col, true, hp[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < HB; k++) {
+            float xs[VEC], ys[VEC];
+            reg_get<T, VEC>(x[k0 + k], xs);
+            reg_get<T, VEC>(y[k0 + k], ys);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
+            if (u0 + k0 + k < p.T)
+                store_step<T, VEC, BWD>(p, row, u0 + k0 + k, L, col, st, hp[BWD ? k : 0]);
+        }
+    }
+}
+
+template <typename T, int VEC, bool BWD>
+prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
+{
+    constexpr int S = chunk_steps<VEC>();
+    const int64_t ncv = ceil_div(p.H, VEC); /* vectors per row */
+    const int lg_tx = ceil_log2(ncv < 32 ? ncv : 32);
+    const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
+    const int64_t ntiles = ceil_div(p.H, W), R = p.B * ntiles;
+    const int64_t nchunks = ceil_div(p.T, TY * S);
+    if (nchunks > INT32_MAX / R) return PRNN_ERR_UNSUPPORTED;
+    const int64_t nblocks = nchunks * R;
+
+    prnn_status s = ws_reserve(st, (size_t)nblocks, (size_t)nblocks * 3 * W * sizeof(float));
+    if (s != PRNN_OK) return s;
+    if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
+        PRNN_CU(cudaMemsetAsync(st->ws + kFlagsOffset, 0, st->flag_cap * sizeof(unsigned),
+                                st->stream));
+        st->epoch = 1;
+    }
+    chunked_params cp;
+    cp.s = p;
+    cp.flags = reinterpret_cast<unsigned *>(st->ws + kFlagsOffset);
+    cp.data = ws_data(st);
+    cp.counter = reinterpret_cast<unsigned long long *>(st->ws);
+    cp.ticket_base = st->ticket_base;
+    cp.epoch = st->epoch;
+    cp.lg_tx = lg_tx;
+    cp.ntiles = ntiles;
+    cp.R = R;
+    cp.nchunks = nchunks;
+    auto *kernel = chunked_scan_kernel<T, VEC, BWD>;
+    PRNN_LAUNCH(kernel, (unsigned)nblocks, kThreads, st->stream, cp);
+    PRNN_CU_LAUNCHED();
+    st->ticket_base += (unsigned long long)nblocks;
+    return PRNN_OK;
+}
+
+} // namespace
+
+/* ======================================================================== */
+/* TREE: local states, merge up the tree level by level, carries down       */
+/*
+ * Level 0 holds one summary (A, B) per chunk of K logical steps (K =
+ * desc->chunk, default 32: the source design's divide-and-conquer
+ * threshold); level l+1 merges pairs of level l, the first merge launch
+ * having gridDim.x = ceil(T / (2K)) blocks per (row, column tile), up to a
+ * single root. The down-sweep gives every node its carry-in (left child:
+ * the parent's; right child: the left sibling applied to it), and the local
+ * kernel runs again from each chunk's carry-in, writing the outputs.
+ *
+ * Workspace: SA, SB, C, each (levels) x (B, n_l, H) floats, H contiguous.
+ */
+
+namespace {
+
+struct tree_params {
+    scan_params s;
+    float *SA;          // (B, n0, H) level-0 summaries
+    float *SB;
+    const float *C0;    // (B, n0, H) level-0 carries, NULL: the single chunk starts at h0/dhT
+    int64_t K;          // steps per chunk
+    int64_t n0;         // chunks per row
+    int64_t ntiles;     // column tiles per row
+    int64_t groups;     // blocks per (row, tile) along chunks
+    int lg_tx;
+};
+
+/* The local-state kernel: TX column threads x TY chunks per block, each
+ * thread serial over its chunk. Without APPLY it writes the chunk's summary;
+ * with APPLY it starts from the chunk's carry and writes the outputs. */
+template <typename T, int VEC, bool BWD, bool APPLY>
+__global__ void __launch_bounds__(kThreads) tree_local_kernel(const tree_params tp)
+{
+    const scan_params &p = tp.s;
+    const int TX = 1 << tp.lg_tx, TY = kThreads >> tp.lg_tx;
+    const int tx = threadIdx.x & (TX - 1), ty = threadIdx.x >> tp.lg_tx;
+    const int64_t r = blockIdx.x / tp.groups, g = blockIdx.x - r * tp.groups;
+    const int64_t b = r / tp.ntiles, tile = r - b * tp.ntiles;
+    const int64_t j = g * TY + ty;
+    const int64_t col = tile * TX * VEC + (int64_t)tx * VEC;
+    if (j >= tp.n0 || col >= p.H) return;
+
+    const int64_t row = b * p.T, L = row_length(p, b);
+    const int64_t u_begin = j * tp.K;
+    const int64_t u_end = u_begin + tp.K < p.T ? u_begin + tp.K : p.T;
+    const int64_t at = (b * tp.n0 + j) * p.H + col;
+
+    if constexpr (!APPLY) {
+        float A[VEC], Bs[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
+#pragma unroll 4
+        for (int64_t u = u_begin; u < u_end; u++) {
+            freg<VEC> x, y;
+            load_step<T, VEC, BWD>(p, row, u, L, col, true, x, y);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                Bs[v] = x.v[v] * Bs[v] + y.v[v];
+                A[v] = x.v[v] * A[v];
+            }
+        }
+        store_f<VEC>(tp.SA + at, A);
+        store_f<VEC>(tp.SB + at, Bs);
+    } else {
+        float st[VEC];
+        if (tp.C0) {
+            load_f<VEC>(tp.C0 + at, st);
+        } else {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) st[v] = state_in<BWD>(p, b, col + v);
+        }
+#pragma unroll 4
+        for (int64_t u = u_begin; u < u_end; u++) {
+            freg<VEC> x, y;
+            float hp[VEC];
+            load_step<T, VEC, BWD>(p, row, u, L, col, true, x, y);
+            if constexpr (BWD) load_hprev<T, VEC>(p, b, u, L, col, true, hp);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) st[v] = x.v[v] * st[v] + y.v[v];
+            store_step<T, VEC, BWD>(p, row, u, L, col, st, hp);
+        }
+        if (j == (L > 0 ? (L - 1) / tp.K : 0)) {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) state_out<T, BWD>(p, b, col + v, L, st[v]);
+        }
+    }
+}
+
+/* The merge kernel: one block per pair of adjacent intervals (blockIdx.x)
+ * and column tile of 256*VEC columns (blockIdx.y, looping when B * tiles
+ * exceeds the grid limit). As in the source design the block stages the
+ * left and right intervals' states in shared memory (rows padded by 4
+ * floats so that the four rows of one column fall in different banks), then
+ * merges: (AL, BL) then (AR, BR) = (AR*AL, AR*BL + BR). An odd last node has
+ * no right sibling and is carried up unchanged. */
+template <int VEC>
+__global__ void __launch_bounds__(kThreads)
+    tree_merge_kernel(const float *__restrict__ SA, const float *__restrict__ SB,
+                      float *__restrict__ SA_up, float *__restrict__ SB_up,
+                      int64_t n, int64_t n_up, int64_t B, int64_t H, int64_t ntiles)
+{
+    constexpr int HT = kThreads * VEC, PAD = 4;
+    __shared__ __align__(16) float s[4][HT + PAD]; /* left A, left B, right A, right B */
+    const int tid = threadIdx.x;
+    const int64_t i = blockIdx.x;
+    for (int64_t r = blockIdx.y; r < B * ntiles; r += gridDim.y) {
+        const int64_t b = r / ntiles, tile = r - b * ntiles;
+        const int64_t col = tile * HT + (int64_t)tid * VEC;
+        const bool ok = col < H;
+        float v4[4][VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { v4[0][v] = v4[2][v] = 1.0f; v4[1][v] = v4[3][v] = 0.0f; }
+        if (ok) {
+            const int64_t left = (b * n + 2 * i) * H + col;
+            load_f<VEC>(SA + left, v4[0]);
+            load_f<VEC>(SB + left, v4[1]);
+            if (2 * i + 1 < n) {
+                load_f<VEC>(SA + left + H, v4[2]);
+                load_f<VEC>(SB + left + H, v4[3]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) smem_put<VEC>(&s[k][tid * VEC], v4[k]);
+        __syncthreads();
+        if (ok) {
+            float lA[VEC], lB[VEC], rA[VEC], rB[VEC], mA[VEC], mB[VEC];
+            smem_get<VEC>(&s[0][tid * VEC], lA);
+            smem_get<VEC>(&s[1][tid * VEC], lB);
+            smem_get<VEC>(&s[2][tid * VEC], rA);
+            smem_get<VEC>(&s[3][tid * VEC], rB);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                mA[v] = rA[v] * lA[v];
+                mB[v] = rA[v] * lB[v] + rB[v];
+            }
+            const int64_t up = (b * n_up + i) * H + col;
+            store_f<VEC>(SA_up + up, mA);
+            store_f<VEC>(SB_up + up, mB);
+        }
+        __syncthreads(); /* s is refilled by the next tile */
+    }
+}
+
+/* The down-sweep: the carry-in of node i of a level from its parent's
+ * (C_up, or the scan's initial state s0 = h0/dhT at the root). */
+template <int VEC>
+__global__ void __launch_bounds__(kThreads)
+    tree_down_kernel(const float *__restrict__ SA, const float *__restrict__ SB,
+                     float *__restrict__ Cl, const float *__restrict__ C_up,
+                     const float *__restrict__ s0, int64_t n, int64_t n_up, int64_t B,
+                     int64_t H, int64_t ntiles)
+{
+    constexpr int HT = kThreads * VEC;
+    const int64_t i = blockIdx.x;
+    for (int64_t r = blockIdx.y; r < B * ntiles; r += gridDim.y) {
+        const int64_t b = r / ntiles, tile = r - b * ntiles;
+        const int64_t col = tile * HT + (int64_t)threadIdx.x * VEC;
+        if (col >= H) continue;
+        float c[VEC];
+        if (C_up) {
+            load_f<VEC>(C_up + (b * n_up + i / 2) * H + col, c);
+        } else {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) c[v] = s0 ? __ldg(s0 + b * H + col + v) : 0.0f;
+        }
+        if (i & 1) {
+            float lA[VEC], lB[VEC];
+            load_f<VEC>(SA + (b * n + i - 1) * H + col, lA);
+            load_f<VEC>(SB + (b * n + i - 1) * H + col, lB);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) c[v] = lA[v] * c[v] + lB[v];
+        }
+        store_f<VEC>(Cl + (b * n + i) * H + col, c);
+    }
+}
+
+#ifdef DEBUG_MERGE
+/* ------------------------------------------------------------------------ */
+/* DEBUG_MERGE: after each merge level, compare the merged summaries with a
+ * serial host evaluation of the same intervals and print the difference.  */
+
+float debug_to_float(const unsigned char *base, int64_t i, prnn_dtype dt)
+{
+    float f;
+    if (dt == PRNN_DTYPE_F32) {
+        memcpy(&f, base + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, base + 2 * i, 2);
+    uint32_t bits;
+    if (dt == PRNN_DTYPE_BF16) {
+        bits = (uint32_t)h << 16;
+    } else { /* IEEE half */
+        const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+        uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+        if (e == 0x1f) {
+            bits = sign | 0x7f800000u | (m << 13);
+        } else if (e == 0) {
+            if (m == 0) {
+                bits = sign;
+            } else { /* subnormal: normalise */
+                int sh = 0;
+                while (!(m & 0x400u)) { m <<= 1; sh++; }
+                m &= 0x3ffu;
+                bits = sign | ((uint32_t)(127 - 15 + 1 - sh) << 23) | (m << 13);
+            }
+        } else {
+            bits = sign | ((e + 127 - 15) << 23) | (m << 13);
+        }
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+struct debug_host {
+    unsigned char *a, *y; /* host copies of a and b (forward) or dh (backward) */
+    prnn_dtype dt;
+    const int64_t *lengths;
+};
+
+int64_t debug_phys(int64_t u, int64_t L, bool flip) { return u < L ? (flip ? L - 1 - u : u) : u; }
+
+/* Host mirror of load_step (scalar). */
+void debug_step(const debug_host &dh, const scan_params &p, bool bwd, int64_t b, int64_t u,
+                int64_t col, float *x, float *y)
+{
+    const int64_t L = dh.lengths ? dh.lengths[b] : p.T;
+    *x = 1.0f;
+    *y = 0.0f;
+    if (u >= L) return;
+    const bool flip = bwd ? !p.reverse : p.reverse != 0;
+    const int64_t t = debug_phys(u, L, flip);
+    if (!bwd) {
+        *x = debug_to_float(dh.a, (b * p.T + t) * p.H + col, dh.dt);
+        *y = debug_to_float(dh.y, (b * p.T + t) * p.H + col, dh.dt);
+    } else {
+        if (u > 0) *x = debug_to_float(dh.a, (b * p.T + debug_phys(u - 1, L, flip)) * p.H + col, dh.dt);
+        if (dh.y) *y = debug_to_float(dh.y, (b * p.T + t) * p.H + col, dh.dt);
+    }
+}
+
+/* Level `lev` (>= 1) node i covers chunks [i << lev, (i + 1) << lev). */
+prnn_status debug_merge_level(prnn_cuda_state *st, const debug_host &dh, const scan_params &p,
+                              bool bwd, int64_t K, int lev, const float *SA, const float *SB,
+                              int64_t n)
+{
+    const size_t count = (size_t)(p.B * n * p.H);
+    float *hA = (float *)malloc(count * sizeof(float)), *hB = (float *)malloc(count * sizeof(float));
+    if (!hA || !hB) {
+        free(hA);
+        free(hB);
+        return PRNN_ERR_OUT_OF_MEMORY;
+    }
+    cudaError_t e = cudaMemcpyAsync(hA, SA, count * sizeof(float), cudaMemcpyDeviceToHost, st->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(hB, SB, count * sizeof(float), cudaMemcpyDeviceToHost, st->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
+    if (e != cudaSuccess) {
+        free(hA);
+        free(hB);
+        return map_cuda_error(e);
+    }
+    const int64_t span = K << lev;
+    double maxA = 0.0, maxB = 0.0;
+    for (int64_t b = 0; b < p.B; b++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t col = 0; col < p.H; col++) {
+                float A = 1.0f, Bv = 0.0f;
+                const int64_t u_end = (i + 1) * span < p.T ? (i + 1) * span : p.T;
+                for (int64_t u = i * span; u < u_end; u++) {
+                    float x, y;
+                    debug_step(dh, p, bwd, b, u, col, &x, &y);
+                    Bv = x * Bv + y;
+                    A = x * A;
+                }
+                const size_t at = (size_t)((b * n + i) * p.H + col);
+                const double dA = fabs((double)hA[at] - A), dB = fabs((double)hB[at] - Bv);
+                if (!(dA <= maxA)) maxA = dA;
+                if (!(dB <= maxB)) maxB = dB;
+            }
+    fprintf(stderr,
+            "prnn DEBUG_MERGE %s level %d: %lld intervals of %lld steps per channel, "
+            "max |merged - serial| A %.3e B %.3e\n",
+            bwd ? "backward" : "forward", lev, (long long)n, (long long)span, maxA, maxB);
+    free(hA);
+    free(hB);
+    return PRNN_OK;
+}
+
+prnn_status debug_copy_in(prnn_cuda_state *st, const scan_params &p, bool bwd, prnn_dtype dt,
+                          const int64_t *lengths, debug_host *dh)
+{
+    const size_t bytes = (size_t)(p.B * p.T * p.H) * prnn_dtype_size(dt);
+    const void *ysrc = bwd ? p.dh : p.b;
+    dh->dt = dt;
+    dh->lengths = lengths;
+    dh->a = (unsigned char *)malloc(bytes);
+    dh->y = ysrc ? (unsigned char *)malloc(bytes) : nullptr;
+    if (!dh->a || (ysrc && !dh->y)) return PRNN_ERR_OUT_OF_MEMORY;
+    PRNN_CU(cudaMemcpyAsync(dh->a, p.a, bytes, cudaMemcpyDeviceToHost, st->stream));
+    if (ysrc) PRNN_CU(cudaMemcpyAsync(dh->y, ysrc, bytes, cudaMemcpyDeviceToHost, st->stream));
+    PRNN_CU(cudaStreamSynchronize(st->stream));
+    return PRNN_OK;
+}
+#endif /* DEBUG_MERGE */
+
+template <typename T, int VEC, bool BWD>
+prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_desc *d)
+{
+    const int64_t K = d->chunk > 0 ? d->chunk : 32;
+    const int64_t n0 = ceil_div(p.T, K);
+
+    /* level sizes and offsets (in nodes per channel) */
+    int64_t n[64], off[64];
+    int top = 0;
+    n[0] = n0;
+    off[0] = 0;
+    while (n[top] > 1) {
+        n[top + 1] = (n[top] + 1) / 2;
+        off[top + 1] = off[top] + n[top];
+        top++;
+    }
+    const int64_t total = off[top] + n[top];
+    const int64_t per = p.B * p.H; /* floats per node across channels */
+    if (total > INT64_MAX / 3 / per / (int64_t)sizeof(float)) return PRNN_ERR_SIZE_OVERFLOW;
+    prnn_status s = ws_reserve(st, 0, (size_t)(3 * total * per) * sizeof(float));
+    if (s != PRNN_OK) return s;
+    float *const SA = ws_data(st), *const SB = SA + total * per, *const C = SB + total * per;
+
+    /* local-state kernel: summaries of level 0 */
+    const int64_t ncv = ceil_div(p.H, VEC);
+    const int lg_tx = ceil_log2(ncv < 32 ? ncv : 32);
+    const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX;
+    tree_params tp;
+    tp.s = p;
+    tp.SA = SA;
+    tp.SB = SB;
+    tp.C0 = top > 0 ? C : nullptr;
+    tp.K = K;
+    tp.n0 = n0;
+    tp.ntiles = ceil_div(p.H, TX * VEC);
+    tp.groups = ceil_div(n0, TY);
+    tp.lg_tx = lg_tx;
+    const int64_t local_blocks = p.B * tp.ntiles * tp.groups;
+    if (local_blocks > INT32_MAX || n0 > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
+    auto *summarise = tree_local_kernel<T, VEC, BWD, false>;
+    auto *apply = tree_local_kernel<T, VEC, BWD, true>;
+    if (top > 0) {
+        PRNN_LAUNCH(summarise, (unsigned)local_blocks, kThreads, st->stream, tp);
+        PRNN_CU_LAUNCHED();
+    }
+
+#ifdef DEBUG_MERGE
+    debug_host dh = {nullptr, nullptr, PRNN_DTYPE_F32, nullptr};
+    struct freer {
+        debug_host *h;
+        ~freer() { free(h->a); free(h->y); }
+    } free_dh{&dh};
+    if (top > 0) {
+        const prnn_dtype dt = std::is_same<T, float>::value    ? PRNN_DTYPE_F32
+                              : std::is_same<T, __half>::value ? PRNN_DTYPE_F16
+                                                               : PRNN_DTYPE_BF16;
+        s = debug_copy_in(st, p, BWD, dt, d->lengths, &dh);
+        if (s != PRNN_OK) return s;
+    }
+#endif
+
+    /* merge kernel, level by level up to the root */
+    const bool vec4 = p.H % 4 == 0;
+    const int64_t mtiles = ceil_div(p.H, kThreads * (vec4 ? 4 : 1));
+    const unsigned gy = (unsigned)(p.B * mtiles < 65535 ? p.B * mtiles : 65535);
+    auto *merge = vec4 ? tree_merge_kernel<4> : tree_merge_kernel<1>;
+    auto *down = vec4 ? tree_down_kernel<4> : tree_down_kernel<1>;
+    for (int l = 0; l < top; l++) {
+        const dim3 grid((unsigned)n[l + 1], gy);
+        const float *a_l = SA + off[l] * per, *b_l = SB + off[l] * per;
+        float *a_u = SA + off[l + 1] * per, *b_u = SB + off[l + 1] * per;
+        PRNN_LAUNCH(merge, grid, kThreads, st->stream, a_l, b_l, a_u, b_u, n[l], n[l + 1], p.B,
+                    p.H, mtiles);
+        PRNN_CU_LAUNCHED();
+#ifdef DEBUG_MERGE
+        s = debug_merge_level(st, dh, p, BWD, K, l + 1, a_u, b_u, n[l + 1]);
+        if (s != PRNN_OK) return s;
+#endif
+    }
+
+    /* down-sweep: carries from the root (h0/dhT) to level 0 */
+    const float *s0 = BWD ? p.dhT : p.h0;
+    for (int l = top - 1; l >= 0; l--) {
+        const dim3 grid((unsigned)n[l], gy);
+        const float *c_up = l + 1 == top ? nullptr : C + off[l + 1] * per;
+        PRNN_LAUNCH(down, grid, kThreads, st->stream, SA + off[l] * per, SB + off[l] * per,
+                    C + off[l] * per, c_up, s0, n[l], n[l + 1], p.B, p.H, mtiles);
+        PRNN_CU_LAUNCHED();
+    }
+
+    /* the local-state kernel again, from each chunk's carry-in */
+    PRNN_LAUNCH(apply, (unsigned)local_blocks, kThreads, st->stream, tp);
+    PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
+} // namespace
+
+/* ======================================================================== */
+/* Dispatch: runtime choices -> template instances, in one place            */
+
+namespace {
+
+template <typename T, bool BWD>
+prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_params &p)
+{
+    constexpr int V = vec16<T>();
+    const bool vec = vectors_ok(p, BWD, V);
+    switch (d->algo) {
+    case PRNN_SCAN_SERIAL:
+        return serial_run<T, BWD>(st, p);
+    case PRNN_SCAN_TREE:
+        return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
+    case PRNN_SCAN_AUTO:
+    case PRNN_SCAN_CHUNKED:
+        return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
+    default:
+        return PRNN_ERR_INVALID_ARGUMENT;
+    }
+}
+
+template <bool BWD>
+prnn_status run_scan(prnn_ctx *ctx, const prnn_scan_desc *d, scan_params p)
+{
+    prnn_cuda_state *st = ctx ? ctx->cuda : nullptr;
+    if (!st) return PRNN_ERR_INVALID_ARGUMENT;
+    if (d->dtype == PRNN_DTYPE_F64) return PRNN_ERR_UNSUPPORTED;
+    if (d->dtype != PRNN_DTYPE_F32 && d->dtype != PRNN_DTYPE_BF16 && d->dtype != PRNN_DTYPE_F16)
+        return PRNN_ERR_INVALID_ARGUMENT;
+    device_guard guard(st->device);
+    if (guard.err != cudaSuccess) return map_cuda_error(guard.err);
+
+    p.B = d->B;
+    p.T = d->T;
+    p.H = d->H;
+    p.reverse = d->reverse ? 1 : 0;
+    prnn_status s = upload_lengths(st, d->lengths, d->B, &p.lengths);
+    if (s != PRNN_OK) return s;
+    switch (d->dtype) {
+    case PRNN_DTYPE_F32: return run_typed<float, BWD>(st, d, p);
+    case PRNN_DTYPE_BF16: return run_typed<__nv_bfloat16, BWD>(st, d, p);
+    default: return run_typed<__half, BWD>(st, d, p);
+    }
+}
+
+} // namespace
+
+/* ======================================================================== */
+/* Entry points (prnn_internal.h)                                           */
+
+extern "C" int prnn_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver or no device: not an error here */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *cfg)
+{
+    if (!ctx) return PRNN_ERR_NULL_POINTER;
+    ctx->cuda = nullptr;
+    const int n = prnn_cuda_device_count();
+    if (n <= 0) return PRNN_ERR_NO_DEVICE;
+    const int dev = cfg ? cfg->cuda_device : 0;
+    if (dev < 0 || dev >= n) return PRNN_ERR_INVALID_ARGUMENT;
+
+    prnn_cuda_state *st = static_cast<prnn_cuda_state *>(calloc(1, sizeof(prnn_cuda_state)));
+    if (!st) return PRNN_ERR_OUT_OF_MEMORY;
+    st->device = dev;
+    device_guard guard(dev);
+    cudaError_t e = guard.err;
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) {
+        if (cfg && cfg->cuda_stream) {
+            st->stream = static_cast<cudaStream_t>(cfg->cuda_stream);
+            st->owns_stream = 0;
+        } else {
+            e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+            st->owns_stream = e == cudaSuccess;
+        }
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(st);
+        return map_cuda_error(e);
+    }
+    ctx->cuda = st;
+    return PRNN_OK;
+}
+
+extern "C" void prnn_cuda_ctx_free(prnn_ctx *ctx)
+{
+    if (!ctx || !ctx->cuda) return;
+    prnn_cuda_state *st = ctx->cuda;
+    {
+        device_guard guard(st->device);
+        (void)cudaStreamSynchronize(st->stream);
+        if (st->ws) (void)cudaFree(st->ws);
+        if (st->d_lengths) (void)cudaFree(st->d_lengths);
+        if (st->owns_stream) (void)cudaStreamDestroy(st->stream);
+        (void)cudaGetLastError();
+    }
+    free(st);
+    ctx->cuda = nullptr;
+}
+
+extern "C" prnn_status prnn_cuda_synchronize(prnn_ctx *ctx)
+{
+    if (!ctx || !ctx->cuda) return PRNN_ERR_INVALID_ARGUMENT;
+    device_guard guard(ctx->cuda->device);
+    if (guard.err != cudaSuccess) return map_cuda_error(guard.err);
+    PRNN_CU(cudaStreamSynchronize(ctx->cuda->stream));
+    return PRNN_OK;
+}
+
+extern "C" void *prnn_cuda_stream(const prnn_ctx *ctx)
+{
+    return ctx && ctx->cuda ? static_cast<void *>(ctx->cuda->stream) : nullptr;
+}
+
+extern "C" prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d, void *h,
+                                              void *hT, const void *a, const void *b,
+                                              const void *h0)
+{
+    scan_params p;
+    memset(&p, 0, sizeof p);
+    p.a = a;
+    p.b = b;
+    p.h_out = h;
+    p.hT = static_cast<float *>(hT);
+    p.h0 = static_cast<const float *>(h0);
+    return run_scan<false>(ctx, d, p);
+}
+
+extern "C" prnn_status prnn_cuda_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d, void *da,
+                                               void *db, void *dh0, const void *a, const void *h,
+                                               const void *h0, const void *dh, const void *dhT)
+{
+    scan_params p;
+    memset(&p, 0, sizeof p);
+    p.a = a;
+    p.h_in = h;
+    p.dh = dh;
+    p.da = da;
+    p.db = db;
+    p.h0 = static_cast<const float *>(h0);
+    p.dhT = static_cast<const float *>(dhT);
+    p.dh0 = static_cast<float *>(dh0);
+    return run_scan<true>(ctx, d, p);
+}

@@ -1,0 +1,372 @@
+/*
+ * scan_cuda.cuh - device helpers of the CUDA scan backend (scan_cuda.cu):
+ * storage types, 16-byte vector I/O, the logical-step -> physical-row map
+ * and the per-step loaders/storers that every algorithm (serial, tree,
+ * chunked) shares, so the three differ only in how they order the work.
+ *
+ * Size letters: B batch rows, T time steps, H channels. Tensors (B, T, H),
+ * H contiguous; states (B, H) in float.
+ *
+ * Logical time. Every kernel runs the scan as a forward recurrence over a
+ * logical index u = 0 .. L-1 of row b (L = lengths[b] or T):
+ *
+ *   forward : state_u = x_u * state_{u-1} + y_u,  state_{-1} = h0
+ *             x_u = a[t(u)], y_u = b[t(u)],  t(u) = reverse ? L-1-u : u
+ *   backward: g_u = x_u * g_{u-1} + y_u,  g_{-1} = dhT  (u counts from the
+ *             last valid step s = L-1 down to s = 0, i.e. s = L-1-u)
+ *             x_u = (u == 0) ? 1 : a[t(u-1)],  y_u = dh[t(u)],
+ *             t(u) = reverse ? u : L-1-u
+ *
+ * Logical steps u >= L are padding: they map to physical t = u, act as the
+ * identity (x = 1, y = 0) and write zeros. So u -> t is a bijection of
+ * [0, T) for every row, whatever reverse and L are.
+ */
+#ifndef PRNN_SCAN_CUDA_CUH
+#define PRNN_SCAN_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace prnn_cuda {
+
+constexpr int kThreads = 256; /* every kernel's block size */
+
+/* ------------------------------------------------------------------------ */
+/* Problem description handed to every kernel                               */
+
+struct scan_params {
+    const void *a;      // (B, T, H)  fwd + bwd
+    const void *b;      // (B, T, H)  fwd
+    const void *h_in;   // (B, T, H)  bwd: the forward's output
+    const void *dh;     // (B, T, H)  bwd, NULL = zeros
+    void *h_out;        // (B, T, H)  fwd
+    void *da;           // (B, T, H)  bwd
+    void *db;           // (B, T, H)  bwd
+    const float *h0;    // (B, H)     NULL = zeros
+    const float *dhT;   // (B, H)     bwd, NULL = zeros
+    float *hT;          // (B, H)     fwd, NULL = not wanted
+    float *dh0;         // (B, H)     bwd, NULL = not wanted
+    const int64_t *lengths; // (B) device copy, NULL = all T
+    int64_t B, T, H;
+    int reverse;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Storage types: raw bits in memory, float in registers                    */
+
+template <typename T> struct storage;
+
+template <> struct storage<float> {
+    using raw = float;
+    static __device__ __forceinline__ float to_f(raw x) { return x; }
+    static __device__ __forceinline__ raw from_f(float x) { return x; }
+};
+
+template <> struct storage<__nv_bfloat16> {
+    using raw = unsigned short;
+    static __device__ __forceinline__ float to_f(raw x)
+    {
+        return __uint_as_float((unsigned)x << 16);
+    }
+    static __device__ __forceinline__ raw from_f(float x)
+    {
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
+};
+
+template <> struct storage<__half> {
+    using raw = unsigned short;
+    static __device__ __forceinline__ float to_f(raw x)
+    {
+        return __half2float(__ushort_as_half(x));
+    }
+    static __device__ __forceinline__ raw from_f(float x)
+    {
+        return __half_as_ushort(__float2half_rn(x));
+    }
+};
+
+/* Elements per 16-byte vector. */
+template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
+
+/* ------------------------------------------------------------------------ */
+/* Vector I/O: VEC consecutive elements along H. VEC is 1 (scalar path, any
+ * alignment) or 16 bytes' worth (the caller checked H % VEC == 0 and 16-byte
+ * aligned base pointers, so every vector is aligned).                      */
+
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const void *base, int64_t i, float (&v)[VEC])
+{
+    using S = storage<T>;
+    if constexpr (VEC == 1) {
+        v[0] = S::to_f(__ldg(static_cast<const typename S::raw *>(base) + i));
+    } else {
+        static_assert(VEC * sizeof(T) == 16, "vector loads are 16 bytes");
+        const uint4 q = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
+        const unsigned w[4] = {q.x, q.y, q.z, q.w};
+        if constexpr (sizeof(T) == 4) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[k] = __uint_as_float(w[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                v[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
+                v[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
+            }
+        }
+    }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(void *base, int64_t i, const float (&v)[VEC])
+{
+    using S = storage<T>;
+    if constexpr (VEC == 1) {
+        static_cast<typename S::raw *>(base)[i] = S::from_f(v[0]);
+    } else {
+        static_assert(VEC * sizeof(T) == 16, "vector stores are 16 bytes");
+        unsigned w[4];
+        if constexpr (sizeof(T) == 4) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) w[k] = __float_as_uint(v[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                w[k] = (unsigned)S::from_f(v[2 * k]) | ((unsigned)S::from_f(v[2 * k + 1]) << 16);
+        }
+        *reinterpret_cast<uint4 *>(static_cast<T *>(base) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+/* Float arrays of the workspace (tree summaries): VEC floats, aligned. */
+template <int VEC>
+__device__ __forceinline__ void load_f(const float *p, float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4) {
+            const float4 q = __ldg(reinterpret_cast<const float4 *>(p + k));
+            v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = __ldg(p + k);
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void store_f(float *p, const float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4)
+            *reinterpret_cast<float4 *>(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) p[k] = v[k];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Registers holding one step's VEC elements as loaded: floats, or for
+ * 16-bit vectors the raw 16 bytes (half the registers, converted on use),
+ * so a thread can keep twice as many bf16/fp16 steps in flight.            */
+
+template <int VEC> struct freg {
+    float v[VEC];
+};
+struct hreg {
+    uint4 raw;
+};
+
+template <typename T, int VEC> struct reg_of {
+    using type = freg<VEC>;
+};
+template <> struct reg_of<__nv_bfloat16, 8> {
+    using type = hreg;
+};
+template <> struct reg_of<__half, 8> {
+    using type = hreg;
+};
+
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_fill(freg<VEC> &r, float x)
+{
+#pragma unroll
+    for (int v = 0; v < VEC; v++) r.v[v] = x;
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_fill(hreg &r, float x)
+{
+    const unsigned h = storage<T>::from_f(x), w = h | (h << 16);
+    r.raw = make_uint4(w, w, w, w);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_load(freg<VEC> &r, const void *base, int64_t i)
+{
+    load_vec<T, VEC>(base, i, r.v);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_load(hreg &r, const void *base, int64_t i)
+{
+    r.raw = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_get(const freg<VEC> &r, float (&o)[VEC])
+{
+#pragma unroll
+    for (int v = 0; v < VEC; v++) o[v] = r.v[v];
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void reg_get(const hreg &r, float (&o)[VEC])
+{
+    using S = storage<T>;
+    const unsigned w[4] = {r.raw.x, r.raw.y, r.raw.z, r.raw.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        o[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
+        o[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Logical step -> physical row                                             */
+
+/* Valid steps (u < L) run forward or backward over [0, L); padding steps
+ * stay where they are. flip = reverse (forward) or !reverse (backward). */
+__device__ __forceinline__ int64_t phys_t(int64_t u, int64_t L, bool flip)
+{
+    return u < L ? (flip ? L - 1 - u : u) : u;
+}
+
+template <bool BWD>
+__device__ __forceinline__ bool flip_of(const scan_params &p)
+{
+    return BWD ? !p.reverse : p.reverse != 0;
+}
+
+__device__ __forceinline__ int64_t row_length(const scan_params &p, int64_t b)
+{
+    return p.lengths ? p.lengths[b] : p.T;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-step access shared by all algorithms                                 */
+
+/* Coefficient x and input y of logical step u at columns col..col+VEC of
+ * row b (row = b*T), into registers R (freg or hreg). Identity outside the
+ * valid steps or columns. */
+template <typename T, int VEC, bool BWD, typename R>
+__device__ __forceinline__ void load_step(const scan_params &p, int64_t row, int64_t u,
+                                          int64_t L, int64_t col, bool col_ok, R &x, R &y)
+{
+    reg_fill<T, VEC>(x, 1.0f);
+    reg_fill<T, VEC>(y, 0.0f);
+    if (!col_ok || u >= L) return;
+    const bool flip = flip_of<BWD>(p);
+    const int64_t t = phys_t(u, L, flip);
+    if constexpr (!BWD) {
+        reg_load<T, VEC>(x, p.a, (row + t) * p.H + col);
+        reg_load<T, VEC>(y, p.b, (row + t) * p.H + col);
+    } else {
+        /* g_s = dh_s + a_{s+1} g_{s+1}: the coefficient of step u is the a
+         * of the step before it in u order; the first one multiplies dhT. */
+        if (u > 0) reg_load<T, VEC>(x, p.a, (row + phys_t(u - 1, L, flip)) * p.H + col);
+        if (p.dh) reg_load<T, VEC>(y, p.dh, (row + t) * p.H + col);
+    }
+}
+
+/* Backward only: h_{s-1} of logical step u (s = L-1-u), i.e. the forward
+ * state one step earlier in forward order: h at u+1, or h0 for u = L-1. */
+template <typename T, int VEC>
+__device__ __forceinline__ void load_hprev(const scan_params &p, int64_t b, int64_t u,
+                                           int64_t L, int64_t col, bool col_ok,
+                                           float (&hp)[VEC])
+{
+#pragma unroll
+    for (int v = 0; v < VEC; v++) hp[v] = 0.0f;
+    if (!col_ok || u >= L) return;
+    if (u + 1 < L) {
+        load_vec<T, VEC>(p.h_in, (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col, hp);
+    } else if (p.h0) {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) hp[v] = __ldg(p.h0 + b * p.H + col + v);
+    }
+}
+
+/* Writes the outputs of logical step u: forward h = state; backward
+ * db = g, da = g * h_{s-1}. Padding steps write zeros. */
+template <typename T, int VEC, bool BWD>
+__device__ __forceinline__ void store_step(const scan_params &p, int64_t row, int64_t u,
+                                           int64_t L, int64_t col, const float (&state)[VEC],
+                                           const float (&hp)[VEC])
+{
+    const bool valid = u < L;
+    const int64_t i = (row + phys_t(u, L, flip_of<BWD>(p))) * p.H + col;
+    float o[VEC];
+    if constexpr (!BWD) {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] : 0.0f;
+        store_vec<T, VEC>(p.h_out, i, o);
+    } else {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] : 0.0f;
+        store_vec<T, VEC>(p.db, i, o);
+#pragma unroll
+        for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] * hp[v] : 0.0f;
+        store_vec<T, VEC>(p.da, i, o);
+    }
+}
+
+/* Zeros of a padding step u >= L (t = u). */
+template <typename T, int VEC, bool BWD>
+__device__ __forceinline__ void store_zero(const scan_params &p, int64_t row, int64_t u,
+                                           int64_t col)
+{
+    float z[VEC];
+#pragma unroll
+    for (int v = 0; v < VEC; v++) z[v] = 0.0f;
+    const int64_t i = (row + u) * p.H + col;
+    if constexpr (!BWD) {
+        store_vec<T, VEC>(p.h_out, i, z);
+    } else {
+        store_vec<T, VEC>(p.db, i, z);
+        store_vec<T, VEC>(p.da, i, z);
+    }
+}
+
+/* The state the scan starts from at column col of row b: h0 or dhT. */
+template <bool BWD>
+__device__ __forceinline__ float state_in(const scan_params &p, int64_t b, int64_t col)
+{
+    const float *s = BWD ? p.dhT : p.h0;
+    return s ? __ldg(s + b * p.H + col) : 0.0f;
+}
+
+/* The state after the last valid step, `state`, becomes hT (forward) or
+ * dh0 = a_{s=0} * g_{s=0} (backward; dhT itself when L = 0). */
+template <typename T, bool BWD>
+__device__ __forceinline__ void state_out(const scan_params &p, int64_t b, int64_t col,
+                                          int64_t L, float state)
+{
+    if constexpr (!BWD) {
+        if (p.hT) p.hT[b * p.H + col] = state;
+    } else {
+        if (!p.dh0) return;
+        float a0 = 1.0f;
+        if (L > 0) {
+            float x[1];
+            load_vec<T, 1>(p.a, (b * p.T + phys_t(L - 1, L, !p.reverse)) * p.H + col, x);
+            a0 = x[0];
+        }
+        p.dh0[b * p.H + col] = a0 * state;
+    }
+}
+
+} // namespace prnn_cuda
+
+#endif /* PRNN_SCAN_CUDA_CUH */

@@ -1,0 +1,497 @@
+/*
+ * test_scan_cuda.c - the GPU test suite: every CUDA scan algorithm (SERIAL,
+ * TREE, CHUNKED) x storage dtype (F32, BF16, F16) x option set (plain, h0+hT,
+ * dhT, reverse, varlen, all combined), forward and backward, checked against
+ * the CPU library (the oracle) run in F32 on the same inputs rounded to the
+ * storage type. Plus workspace reuse across sizes, a user-supplied stream
+ * and the error paths.
+ *
+ * Size letters: B batch rows, T time steps, H channels.
+ *
+ * Usage: prnn_tests_cuda [--quick]   (--quick: small shapes only, for
+ * compute-sanitizer and for dev/cuda/sim, which runs this same program on
+ * the host). PRNN_TEST_SEED=N repeats a run. Without a CUDA device it skips
+ * and passes.
+ */
+#include <cuda_runtime.h>
+
+#include "test_util.h"
+
+#define CUDA_CHECK(call)                                                       \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) {                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
+                    cudaGetErrorString(e_));                                   \
+            exit(2);                                                           \
+        }                                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Storage conversions on the host (round to nearest even)                  */
+
+static float bits_to_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x = f32_to_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
+
+static uint16_t f32_to_f16(float f)
+{
+    const uint32_t x = f32_to_bits(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
+    if (ax >= 0x477ff000u) return sign | 0x7c00u; /* rounds to infinity */
+    if (ax < 0x38800000u) {                       /* zero or subnormal half */
+        const float q = bits_to_f32(ax) * 16777216.0f; /* in units of 2^-24, exact */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(q));
+    }
+    const uint32_t m = ax & 0x7fffffu;
+    uint32_t h = ((((ax >> 23) - 127u + 15u)) << 10) | (m >> 13);
+    const uint32_t rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* may carry into the exponent */
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return bits_to_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        const float v = (float)m * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    return bits_to_f32(sign | ((e + 127u - 15u) << 23) | (m << 13));
+}
+
+/* Writes x in the storage type and rounds x itself to what was stored. */
+static void to_storage(float *x, void *out, int64_t n, prnn_dtype dt)
+{
+    if (dt == PRNN_DTYPE_F32) {
+        memcpy(out, x, (size_t)n * 4);
+        return;
+    }
+    uint16_t *o = (uint16_t *)out;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == PRNN_DTYPE_BF16) {
+            o[i] = f32_to_bf16(x[i]);
+            x[i] = bf16_to_f32(o[i]);
+        } else {
+            o[i] = f32_to_f16(x[i]);
+            x[i] = f16_to_f32(o[i]);
+        }
+    }
+}
+
+static void from_storage(const void *in, float *x, int64_t n, prnn_dtype dt)
+{
+    if (dt == PRNN_DTYPE_F32) {
+        memcpy(x, in, (size_t)n * 4);
+        return;
+    }
+    const uint16_t *s = (const uint16_t *)in;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = dt == PRNN_DTYPE_BF16 ? bf16_to_f32(s[i]) : f16_to_f32(s[i]);
+}
+
+static const char *dtype_name(prnn_dtype dt)
+{
+    return dt == PRNN_DTYPE_F32 ? "f32" : dt == PRNN_DTYPE_BF16 ? "bf16" : "f16";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tolerances, with where they come from                                    */
+
+/* Measure: |gpu - cpu| / (|cpu| + floor). */
+typedef struct {
+    double tol, floor_;
+    const char *why;
+} tolerance;
+
+/* fp32 results (and every fp32 state: hT, dh0): the GPU composes chunk
+ * summaries in another order than the serial loop; a few ulps of the
+ * magnitudes involved, ~1e-6 for O(1) values, so 1e-5 relative with an
+ * absolute floor of 1. */
+static const tolerance tol_f32 = {1e-5, 1.0, "fp32: accumulation order differs from serial"};
+
+/* Outputs stored as bf16/fp16: one rounding of the fp32 result (unit
+ * roundoff 2^-8 / 2^-11 relative), plus the fp32 difference above
+ * (<= 1e-6 absolute, i.e. <= 1e-4 relative over the floor 1e-2). */
+static tolerance tol_storage(prnn_dtype dt)
+{
+    if (dt == PRNN_DTYPE_BF16)
+        return (tolerance){0.00390625 + 1e-4, 1e-2, "bf16 output rounding 2^-8 + fp32 accumulation"};
+    if (dt == PRNN_DTYPE_F16)
+        return (tolerance){0.00048828125 + 1e-4, 1e-2, "fp16 output rounding 2^-11 + fp32 accumulation"};
+    return tol_f32;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One case                                                                 */
+
+typedef struct {
+    const char *name;
+    int h0, hT, dhT, no_dh, reverse, varlen, dh0;
+} options;
+
+static const options OPTS[] = {
+    {"plain", 0, 0, 0, 0, 0, 0, 0},
+    {"h0+hT", 1, 1, 0, 0, 0, 0, 1},
+    {"dhT", 0, 0, 1, 1, 0, 0, 1}, /* dhT given, dh NULL */
+    {"reverse", 0, 1, 0, 0, 1, 0, 1},
+    {"varlen", 0, 1, 0, 0, 0, 1, 1},
+    {"all", 1, 1, 1, 0, 1, 1, 1},
+};
+#define N_OPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
+
+typedef struct {
+    int64_t B, T, H;
+    int unaligned; /* tensors start one element past an aligned address */
+} shape;
+
+static prnn_ctx *g_cpu, *g_gpu;
+
+/* Device buffer of n elements of size es (plus one when unaligned). */
+static void *dev_alloc(int64_t n, size_t es, int unaligned, void **base)
+{
+    CUDA_CHECK(cudaMalloc(base, (size_t)(n + 1) * es));
+    return (char *)*base + (unaligned ? es : 0);
+}
+
+static void *dev_upload(const void *host, int64_t n, size_t es, int unaligned, void **base)
+{
+    void *d = dev_alloc(n, es, unaligned, base);
+    CUDA_CHECK(cudaMemcpy(d, host, (size_t)n * es, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* NaN in every storage type: all-ones bytes. */
+static void poison(void *d, int64_t n, size_t es)
+{
+    CUDA_CHECK(cudaMemset(d, 0xff, (size_t)n * es));
+}
+
+static void download(float *host, const void *d, int64_t n, prnn_dtype dt, void *scratch)
+{
+    CUDA_CHECK(cudaMemcpy(scratch, d, (size_t)n * prnn_dtype_size(dt), cudaMemcpyDeviceToHost));
+    from_storage(scratch, host, n, dt);
+}
+
+/* Compares one output; appends "name err/tol" to the line; returns ok. */
+static int cmp(char *line, size_t cap, const char *name, const float *got, const float *want,
+               int64_t n, tolerance t)
+{
+    tu_err e = tu_compare_f32(got, want, n, t.floor_, t.tol, name);
+    size_t len = strlen(line);
+    snprintf(line + len, cap - len, " %s %.2e", name, e.max_err);
+    return e.bad == 0;
+}
+
+static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options *o)
+{
+    const int64_t B = sh.B, T = sh.T, H = sh.H, n = B * T * H, ns = B * H;
+    const size_t es = prnn_dtype_size(dt);
+    const int mixed = (tu_next() & 3) == 0; /* a in (-1, 1) a quarter of the time */
+
+    float *a = tu_malloc((size_t)n * 4), *b = tu_malloc((size_t)n * 4);
+    float *dh = tu_malloc((size_t)n * 4), *hin = tu_malloc((size_t)n * 4);
+    float *h0 = tu_malloc((size_t)ns * 4), *dhT = tu_malloc((size_t)ns * 4);
+    void *st = tu_malloc((size_t)n * es); /* storage-typed staging */
+    int64_t *len = tu_malloc((size_t)B * sizeof(int64_t));
+    tu_fill_f32(a, n, mixed ? -1.0 : 0.5, 1.0);
+    tu_fill_f32(b, n, -1.0, 1.0);
+    tu_fill_f32(dh, n, -1.0, 1.0);
+    tu_fill_f32(hin, n, -1.0, 1.0); /* the backward's h: any tensor will do */
+    tu_fill_f32(h0, ns, -1.0, 1.0);
+    tu_fill_f32(dhT, ns, -1.0, 1.0);
+    for (int64_t i = 0; i < B; i++) {
+        const int64_t pick = B >= 3 ? i : (int64_t)(tu_next() % 4);
+        len[i] = pick == 0 ? 0 : pick == 1 ? 1 : pick == 2 ? T : (int64_t)(tu_next() % (uint64_t)(T + 1));
+    }
+
+    /* inputs in the storage type on the device; the host copies rounded */
+    void *base[12] = {0};
+    void *d_a, *d_b, *d_dh = NULL, *d_hin;
+    to_storage(a, st, n, dt);
+    d_a = dev_upload(st, n, es, sh.unaligned, &base[0]);
+    to_storage(b, st, n, dt);
+    d_b = dev_upload(st, n, es, sh.unaligned, &base[1]);
+    to_storage(dh, st, n, dt);
+    if (!o->no_dh) d_dh = dev_upload(st, n, es, sh.unaligned, &base[2]);
+    to_storage(hin, st, n, dt);
+    d_hin = dev_upload(st, n, es, sh.unaligned, &base[3]);
+    float *d_h0 = dev_upload(h0, ns, 4, 0, &base[4]);
+    float *d_dhT = dev_upload(dhT, ns, 4, 0, &base[5]);
+    void *d_h = dev_alloc(n, es, sh.unaligned, &base[6]);
+    void *d_da = dev_alloc(n, es, sh.unaligned, &base[7]);
+    void *d_db = dev_alloc(n, es, sh.unaligned, &base[8]);
+    float *d_hT = dev_alloc(ns, 4, 0, &base[9]);
+    float *d_dh0 = dev_alloc(ns, 4, 0, &base[10]);
+
+    /* CPU oracle: F32 serial scan on the rounded inputs */
+    prnn_scan_desc cd = prnn_scan_desc_make(B, T, H);
+    cd.algo = PRNN_SCAN_SERIAL;
+    cd.reverse = o->reverse;
+    cd.lengths = o->varlen ? len : NULL;
+    float *ref_h = tu_malloc((size_t)n * 4), *ref_hT = tu_malloc((size_t)ns * 4);
+    float *ref_da = tu_malloc((size_t)n * 4), *ref_db = tu_malloc((size_t)n * 4);
+    float *ref_dh0 = tu_malloc((size_t)ns * 4);
+    TU_REQUIRE(prnn_scan_forward(g_cpu, &cd, ref_h, o->hT ? ref_hT : NULL, a, b, o->h0 ? h0 : NULL));
+    TU_REQUIRE(prnn_scan_backward(g_cpu, &cd, ref_da, ref_db, o->dh0 ? ref_dh0 : NULL, a, hin,
+                                  o->h0 ? h0 : NULL, o->no_dh ? NULL : dh, o->dhT ? dhT : NULL));
+
+    /* GPU */
+    prnn_scan_desc gd = cd;
+    gd.algo = algo;
+    gd.dtype = dt;
+    poison(d_h, n, es);
+    poison(d_hT, ns, 4);
+    poison(d_da, n, es);
+    poison(d_db, n, es);
+    poison(d_dh0, ns, 4);
+    const prnn_status sf = prnn_scan_forward(g_gpu, &gd, d_h, o->hT ? d_hT : NULL, d_a, d_b,
+                                             o->h0 ? d_h0 : NULL);
+    const prnn_status sb = prnn_scan_backward(g_gpu, &gd, d_da, d_db, o->dh0 ? d_dh0 : NULL, d_a,
+                                              d_hin, o->h0 ? d_h0 : NULL, d_dh, o->dhT ? d_dhT : NULL);
+    const prnn_status ss = prnn_ctx_synchronize(g_gpu);
+
+    char what[160];
+    snprintf(what, sizeof what, "%-7s %-4s %-7s B=%lld T=%lld H=%lld%s%s", prnn_scan_algo_name(algo),
+             dtype_name(dt), o->name, (long long)B, (long long)T, (long long)H,
+             sh.unaligned ? " unaligned" : "", mixed ? " a~(-1,1)" : "");
+    if (sf != PRNN_OK || sb != PRNN_OK || ss != PRNN_OK) {
+        tu_check(0, "%s: status fwd %s, bwd %s, sync %s", what, prnn_strerror(sf),
+                 prnn_strerror(sb), prnn_strerror(ss));
+    } else {
+        const tolerance ts = tol_storage(dt);
+        float *got = tu_malloc((size_t)n * 4);
+        char line[512] = "";
+        int ok = 1;
+
+        download(got, d_h, n, dt, st);
+        ok &= cmp(line, sizeof line, "h", got, ref_h, n, ts);
+        if (o->hT) {
+            download(got, d_hT, ns, PRNN_DTYPE_F32, st);
+            ok &= cmp(line, sizeof line, "hT", got, ref_hT, ns, tol_f32);
+        }
+        tu_check(ok, "%s fwd:%s (tol %.1e: %s; states %.0e: fp32)", what, line, ts.tol, ts.why,
+                 tol_f32.tol);
+
+        line[0] = '\0';
+        ok = 1;
+        download(got, d_da, n, dt, st);
+        ok &= cmp(line, sizeof line, "da", got, ref_da, n, ts);
+        download(got, d_db, n, dt, st);
+        ok &= cmp(line, sizeof line, "db", got, ref_db, n, ts);
+        if (o->dh0) {
+            download(got, d_dh0, ns, PRNN_DTYPE_F32, st);
+            ok &= cmp(line, sizeof line, "dh0", got, ref_dh0, ns, tol_f32);
+        }
+        tu_check(ok, "%s bwd:%s (tol %.1e: %s; states %.0e: fp32)", what, line, ts.tol, ts.why,
+                 tol_f32.tol);
+        free(got);
+    }
+
+    for (int i = 0; i < 12; i++)
+        if (base[i]) CUDA_CHECK(cudaFree(base[i]));
+    free(a); free(b); free(dh); free(hin); free(h0); free(dhT); free(st); free(len);
+    free(ref_h); free(ref_hT); free(ref_da); free(ref_db); free(ref_dh0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Other behaviour                                                          */
+
+/* Forward F32 of one shape on ctx/stream; returns the max error vs the CPU. */
+static double forward_error(prnn_ctx *ctx, prnn_scan_algo algo, int64_t B, int64_t T, int64_t H,
+                            cudaStream_t wait_on)
+{
+    const int64_t n = B * T * H;
+    float *a = tu_malloc((size_t)n * 4), *b = tu_malloc((size_t)n * 4);
+    float *ref = tu_malloc((size_t)n * 4), *got = tu_malloc((size_t)n * 4);
+    tu_fill_f32(a, n, 0.5, 1.0);
+    tu_fill_f32(b, n, -1.0, 1.0);
+    prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
+    d.algo = PRNN_SCAN_SERIAL;
+    TU_REQUIRE(prnn_scan_forward(g_cpu, &d, ref, NULL, a, b, NULL));
+    void *pa, *pb, *ph;
+    float *d_a = dev_upload(a, n, 4, 0, &pa), *d_b = dev_upload(b, n, 4, 0, &pb);
+    float *d_h = dev_alloc(n, 4, 0, &ph);
+    poison(d_h, n, 4);
+    d.algo = algo;
+    TU_REQUIRE(prnn_scan_forward(ctx, &d, d_h, NULL, d_a, d_b, NULL));
+    if (wait_on) CUDA_CHECK(cudaStreamSynchronize(wait_on));
+    else TU_REQUIRE(prnn_ctx_synchronize(ctx));
+    CUDA_CHECK(cudaMemcpy(got, d_h, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    tu_err e = tu_compare_f32(got, ref, n, tol_f32.floor_, tol_f32.tol, "h");
+    CUDA_CHECK(cudaFree(pa));
+    CUDA_CHECK(cudaFree(pb));
+    CUDA_CHECK(cudaFree(ph));
+    free(a); free(b); free(ref); free(got);
+    return e.bad ? INFINITY : e.max_err;
+}
+
+/* The workspace grows and is kept; flags of an earlier, larger launch must
+ * never be mistaken for this launch's (epoch tags). */
+static void test_workspace_reuse(int quick)
+{
+    const int64_t shapes[][3] = {{4, 4099, 256}, {1, 70, 3}, {2, 1000, 64}, {4, 4099, 256},
+                                 {1, 3000, 1}};
+    const int count = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int algo = PRNN_SCAN_TREE; algo <= PRNN_SCAN_CHUNKED; algo++)
+        for (int i = 0; i < count; i++) {
+            const int64_t T = quick ? (shapes[i][1] < 300 ? shapes[i][1] : 300) : shapes[i][1];
+            const double e = forward_error(g_gpu, (prnn_scan_algo)algo, shapes[i][0], T, shapes[i][2], 0);
+            tu_check(e <= tol_f32.tol, "workspace reuse %s call %d B=%lld T=%lld H=%lld: max err %.2e (tol %.0e: %s)",
+                     prnn_scan_algo_name((prnn_scan_algo)algo), i, (long long)shapes[i][0],
+                     (long long)T, (long long)shapes[i][2], e, tol_f32.tol, tol_f32.why);
+        }
+}
+
+static void test_user_stream(void)
+{
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    prnn_ctx_config cfg = prnn_ctx_config_default();
+    cfg.device = PRNN_DEVICE_CUDA;
+    cfg.cuda_device = 0;
+    cfg.cuda_stream = (void *)s;
+    prnn_ctx *ctx = NULL;
+    TU_REQUIRE(prnn_ctx_init(&ctx, &cfg));
+    tu_check(prnn_ctx_cuda_stream(ctx) == (void *)s, "user stream: the context runs on the given stream");
+    const double e = forward_error(ctx, PRNN_SCAN_CHUNKED, 3, 2000, 40, s);
+    tu_check(e <= tol_f32.tol, "user stream: results complete after cudaStreamSynchronize(user stream): max err %.2e (tol %.0e)",
+             e, tol_f32.tol);
+    prnn_ctx_free(ctx);
+    tu_check(cudaStreamQuery(s) == cudaSuccess, "user stream: still valid after prnn_ctx_free (not destroyed by the context)");
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+static void test_errors(void)
+{
+    prnn_scan_desc d = prnn_scan_desc_make(2, 8, 4);
+    d.dtype = PRNN_DTYPE_F64;
+    void *buf;
+    CUDA_CHECK(cudaMalloc(&buf, 2 * 8 * 4 * 8 * 6));
+    char *p = (char *)buf;
+    const size_t t = 2 * 8 * 4 * 8;
+    prnn_status s = prnn_scan_forward(g_gpu, &d, p, NULL, p + t, p + 2 * t, NULL);
+    tu_check(s == PRNN_ERR_UNSUPPORTED, "F64 forward on CUDA -> PRNN_ERR_UNSUPPORTED (got %s)", prnn_strerror(s));
+    s = prnn_scan_backward(g_gpu, &d, p, p + t, NULL, p + 2 * t, p + 3 * t, NULL, p + 4 * t, NULL);
+    tu_check(s == PRNN_ERR_UNSUPPORTED, "F64 backward on CUDA -> PRNN_ERR_UNSUPPORTED (got %s)", prnn_strerror(s));
+    CUDA_CHECK(cudaFree(buf));
+
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    prnn_ctx_config cfg = prnn_ctx_config_default();
+    cfg.device = PRNN_DEVICE_CUDA;
+    cfg.cuda_device = count; /* one past the last */
+    prnn_ctx *ctx = NULL;
+    s = prnn_ctx_init(&ctx, &cfg);
+    tu_check(s == PRNN_ERR_INVALID_ARGUMENT && ctx == NULL,
+             "device ordinal %d of %d -> PRNN_ERR_INVALID_ARGUMENT (got %s)", count, count, prnn_strerror(s));
+    if (s == PRNN_OK) prnn_ctx_free(ctx);
+    tu_check(prnn_ctx_device(g_gpu) == PRNN_DEVICE_CUDA && prnn_ctx_cuda_stream(g_gpu) != NULL,
+             "CUDA context reports its device and stream");
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else {
+            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (!prnn_cuda_available()) {
+        printf("no CUDA device: GPU tests skipped\n");
+        printf("0 passed, 0 failed\n");
+        return 0;
+    }
+    const uint64_t seed = tu_seed_from_env();
+    printf("seed %llu (PRNN_TEST_SEED=%llu repeats this run)%s\n", (unsigned long long)seed,
+           (unsigned long long)seed, quick ? ", quick" : "");
+    tu_seed(seed);
+
+    TU_REQUIRE(prnn_ctx_init(&g_cpu, NULL));
+    prnn_ctx_config cfg = prnn_ctx_config_default();
+    cfg.device = PRNN_DEVICE_CUDA;
+    cfg.cuda_device = 0;
+    TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
+
+    /* Shapes run for every algorithm x dtype x option set. They cover T = 1,
+     * 31, 33 and 65537 (many look-back windows), B*H = 1, 255 and 16*1024,
+     * odd H (scalar path), H a multiple of the vector width, and unaligned
+     * pointers (scalar fallback). */
+    const shape full[] = {
+        {1, 1, 1, 0},     {3, 1, 255, 0},    {2, 31, 3, 0},       {3, 33, 255, 0},
+        {5, 33, 8, 0},    {3, 65, 64, 1},    {4, 300, 40, 0},     {16, 33, 1024, 0},
+        {1, 65537, 1, 0}, {3, 65537, 3, 0},  {1, 65537, 255, 0},
+    };
+    const shape quick_shapes[] = {
+        {1, 1, 1, 0},     {2, 31, 3, 0},   {3, 33, 255, 0},  {5, 33, 8, 0},
+        {3, 65, 64, 1},   {2, 700, 16, 0}, {1, 2600, 128, 0}, /* 41 chunks in one chain */
+    };
+    const shape *shapes = quick ? quick_shapes : full;
+    const int nshapes = quick ? (int)(sizeof quick_shapes / sizeof quick_shapes[0])
+                              : (int)(sizeof full / sizeof full[0]);
+    const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
+    const prnn_scan_algo algos[] = {PRNN_SCAN_SERIAL, PRNN_SCAN_TREE, PRNN_SCAN_CHUNKED};
+
+    for (int si = 0; si < nshapes; si++)
+        for (int ai = 0; ai < 3; ai++)
+            for (int di = 0; di < 3; di++)
+                for (int oi = 0; oi < N_OPTS; oi++) {
+                    /* the largest full shape: plain, varlen and all only */
+                    if (shapes[si].B * shapes[si].H >= 255 && shapes[si].T > 60000 &&
+                        oi != 0 && oi != 4 && oi != 5)
+                        continue;
+                    run_case(algos[ai], dtypes[di], shapes[si], &OPTS[oi]);
+                }
+
+    if (!quick) {
+        /* T = 2^20 + 3 with small B*H: the chunked scan splits time over
+         * hundreds of blocks; every algorithm on the scalar path, the
+         * parallel ones also on the vector path. */
+        const shape longT[] = {{1, (1 << 20) + 3, 1, 0}, {1, (1 << 20) + 3, 64, 0}};
+        for (int ai = 0; ai < 3; ai++)
+            for (int di = 0; di < 3; di++) {
+                run_case(algos[ai], dtypes[di], longT[0], &OPTS[5]);
+                if (algos[ai] != PRNN_SCAN_SERIAL && dtypes[di] != PRNN_DTYPE_F16)
+                    run_case(algos[ai], dtypes[di], longT[1], &OPTS[5]);
+            }
+        /* AUTO is the chunked scan on CUDA */
+        run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
+    }
+
+    test_workspace_reuse(quick);
+    test_user_stream();
+    test_errors();
+
+    prnn_ctx_free(g_gpu);
+    prnn_ctx_free(g_cpu);
+    return tu_finish();
+}
