@@ -210,9 +210,14 @@ static const result *find(prnn_scan_algo algo, const result *r)
 int main(int argc, char **argv)
 {
     int quick = 0, dt_mask = 3 /* f32, bf16 */, algo_mask = 7;
+    long long oB = 0, oT = 0, oH = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = 1;
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lldx%lldx%lld", &oB, &oT, &oH) != 3 || oB <= 0 || oT <= 0 ||
+                oH <= 0)
+                dt_mask = 0;
         } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *v = argv[++i];
             dt_mask = !strcmp(v, "f32") ? 1 : !strcmp(v, "bf16") ? 2 : !strcmp(v, "f16") ? 4
@@ -226,7 +231,7 @@ int main(int argc, char **argv)
         }
         if (!dt_mask || !algo_mask) {
             fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|f16|all] "
-                            "[--algo chunked|tree|serial|all]\n", argv[0]);
+                            "[--algo chunked|tree|serial|all] [--shape BxTxH]\n", argv[0]);
             return 2;
         }
     }
@@ -249,8 +254,10 @@ int main(int argc, char **argv)
 
     /* B*H -> (B, H): one row of 64 or 256 channels (long-sequence, small
      * batch), 16 x 1024 and 16 x 768 */
-    const int64_t shapes_bh[][2] = {{1, 64}, {1, 256}, {16, 1024}, {16, 768}};
-    const int64_t Ts[] = {4096, 65536, 1048576};
+    int64_t shapes_bh[][2] = {{1, 64}, {1, 256}, {16, 1024}, {16, 768}};
+    int64_t Ts[] = {4096, 65536, 1048576};
+    const int one_shape = oB > 0;
+    if (one_shape) shapes_bh[0][0] = oB, shapes_bh[0][1] = oH, Ts[0] = oT;
     const prnn_dtype dts[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
     const prnn_scan_algo algos[] = {PRNN_SCAN_CHUNKED, PRNN_SCAN_TREE, PRNN_SCAN_SERIAL};
     const int reps = quick ? 10 : 15;
@@ -268,6 +275,7 @@ int main(int argc, char **argv)
             for (int ti = 0; ti < 3; ti++) {
                 if (quick && !((si == 0 && ti == 2) || (si == 2 && ti == 1) || (si == 1 && ti == 0)))
                     continue;
+                if (one_shape && (si || ti)) continue;
                 const int64_t B = shapes_bh[si][0], H = shapes_bh[si][1], T = Ts[ti];
                 const int64_t n = B * T * H;
                 const double need = 6.0 * (double)n * (double)es;

@@ -216,7 +216,8 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
     float *a = tu_malloc((size_t)n * 4), *b = tu_malloc((size_t)n * 4);
     float *dh = tu_malloc((size_t)n * 4), *hin = tu_malloc((size_t)n * 4);
     float *h0 = tu_malloc((size_t)ns * 4), *dhT = tu_malloc((size_t)ns * 4);
-    void *st = tu_malloc((size_t)n * es); /* storage-typed staging */
+    /* storage-typed staging; also holds fp32 state tensors on download */
+    void *st = tu_malloc((size_t)(n * (int64_t)es > ns * 4 ? n * (int64_t)es : ns * 4));
     int64_t *len = tu_malloc((size_t)B * sizeof(int64_t));
     tu_fill_f32(a, n, mixed ? -1.0 : 0.5, 1.0);
     tu_fill_f32(b, n, -1.0, 1.0);
