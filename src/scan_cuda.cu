@@ -316,7 +316,19 @@ constexpr int kFoldBatch = 8; /* predecessor aggregates loaded at once */
 
 /* Steps per thread: 16 scalars, or 8 vectors (fp32 float4, or 8 x 16-bit
  * kept packed): 32 registers per tensor either way. */
-template <int VEC> constexpr int chunk_steps() { return VEC == 1 ? 16 : 8; }
+/* Steps per thread and the blocks per SM the register budget allows: the
+ * tile size against occupancy. Overridable for the lab's sweeps
+ * (dev/cuda/sweep.sh). */
+#ifndef PRNN_CHUNK_STEPS
+#define PRNN_CHUNK_STEPS 8
+#endif
+#ifndef PRNN_CHUNK_MIN_BLOCKS
+#define PRNN_CHUNK_MIN_BLOCKS 2
+#endif
+template <int VEC> constexpr int chunk_steps()
+{
+    return VEC == 1 ? 2 * PRNN_CHUNK_STEPS : PRNN_CHUNK_STEPS;
+}
 
 struct chunked_params {
     scan_params s;
@@ -421,7 +433,7 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
 }
 
 template <typename T, int VEC, bool BWD>
-__global__ void __launch_bounds__(kThreads, 2) chunked_scan_kernel(const chunked_params cp)
+__global__ void __launch_bounds__(kThreads, PRNN_CHUNK_MIN_BLOCKS) chunked_scan_kernel(const chunked_params cp)
 {
     constexpr int S = chunk_steps<VEC>();
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
