@@ -316,19 +316,16 @@ constexpr int kFoldBatch = 8; /* predecessor aggregates loaded at once */
 
 /* Steps per thread: 16 scalars, or 8 vectors (fp32 float4, or 8 x 16-bit
  * kept packed): 32 registers per tensor either way. */
-/* Steps per thread and the blocks per SM the register budget allows: the
- * tile size against occupancy. Overridable for the lab's sweeps
- * (dev/cuda/sweep.sh). */
-#ifndef PRNN_CHUNK_STEPS
-#define PRNN_CHUNK_STEPS 8
-#endif
-#ifndef PRNN_CHUNK_MIN_BLOCKS
-#define PRNN_CHUNK_MIN_BLOCKS 2
-#endif
-template <int VEC> constexpr int chunk_steps()
-{
-    return VEC == 1 ? 2 * PRNN_CHUNK_STEPS : PRNN_CHUNK_STEPS;
-}
+/*
+ * Tile shape: SB steps per thread (twice that on the scalar path) and the
+ * blocks per SM the register budget is cut for. Two settings, measured on an
+ * H200 (dev/cuda/README.md): many chains (B * column tiles >= 16) run best
+ * with 8 steps and 2 blocks per SM; few long chains need larger tiles, so
+ * fewer of them queue in each chain's look-back: 16 steps, 1 block per SM.
+ * PRNN_CHUNK_STEPS / PRNN_CHUNK_MIN_BLOCKS force one setting (lab sweeps).
+ */
+template <int VEC, int SB> constexpr int chunk_steps() { return VEC == 1 ? 2 * SB : SB; }
+constexpr int64_t kFewChains = 16;
 
 struct chunked_params {
     scan_params s;
@@ -432,10 +429,10 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
     }
 }
 
-template <typename T, int VEC, bool BWD>
-__global__ void __launch_bounds__(kThreads, PRNN_CHUNK_MIN_BLOCKS) chunked_scan_kernel(const chunked_params cp)
+template <typename T, int VEC, bool BWD, int SB, int MB>
+__global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
-    constexpr int S = chunk_steps<VEC>();
+    constexpr int S = chunk_steps<VEC, SB>();
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
     __shared__ __align__(16) float sB[kThreads * VEC];
     __shared__ float s_carry[kThreads];                 /* (W) the block's carry-in */
@@ -645,10 +642,10 @@ __global__ void __launch_bounds__(kThreads, PRNN_CHUNK_MIN_BLOCKS) chunked_scan_
     }
 }
 
-template <typename T, int VEC, bool BWD>
-prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
+template <typename T, int VEC, bool BWD, int SB, int MB>
+prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p)
 {
-    constexpr int S = chunk_steps<VEC>();
+    constexpr int S = chunk_steps<VEC, SB>();
     const int64_t ncv = ceil_div(p.H, VEC); /* vectors per row */
     const int lg_tx = ceil_log2(ncv < 32 ? ncv : 32);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
@@ -675,11 +672,26 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     cp.ntiles = ntiles;
     cp.R = R;
     cp.nchunks = nchunks;
-    auto *kernel = chunked_scan_kernel<T, VEC, BWD>;
+    auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB>;
     PRNN_LAUNCH(kernel, (unsigned)nblocks, kThreads, st->stream, cp);
     PRNN_CU_LAUNCHED();
     st->ticket_base += (unsigned long long)nblocks;
     return PRNN_OK;
+}
+
+template <typename T, int VEC, bool BWD>
+prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
+{
+#if defined(PRNN_CHUNK_STEPS) && defined(PRNN_CHUNK_MIN_BLOCKS)
+    return chunked_launch<T, VEC, BWD, PRNN_CHUNK_STEPS, PRNN_CHUNK_MIN_BLOCKS>(st, p);
+#else
+    /* Chains = B * column tiles, with the column tile of the 8-step shape. */
+    const int64_t ncv = ceil_div(p.H, VEC);
+    const int64_t W = (int64_t)(1 << ceil_log2(ncv < 32 ? ncv : 32)) * VEC;
+    const int64_t chains = p.B * ceil_div(p.H, W);
+    if (chains < kFewChains) return chunked_launch<T, VEC, BWD, 16, 1>(st, p);
+    return chunked_launch<T, VEC, BWD, 8, 2>(st, p);
+#endif
 }
 
 } // namespace
