@@ -187,7 +187,7 @@ static void check_algorithms(void)
     const int64_t Ts[] = {1, 2, 31, 32, 33, 1000, 65537};
     const struct {
         int64_t B, H;
-    } BH[] = {{1, 1}, {3, 17}, {2, 600}, {1, 255}};
+    } BH[] = {{1, 1}, {3, 17}, {2, 600}, {1, 255}, {13, 1}};
     const prnn_scan_algo algos[] = {PRNN_SCAN_SERIAL, PRNN_SCAN_TREE, PRNN_SCAN_AUTO};
     int count = 0;
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
@@ -277,7 +277,7 @@ static double loss(prnn_ctx *ctx, const problem *p, prnn_scan_algo algo, int64_t
 static void check_fd(void)
 {
     printf("\n== backward vs central finite differences (double) ==\n");
-    const int64_t shapes[][3] = {{1, 1, 1}, {2, 7, 3}, {3, 33, 2}, {2, 70, 3}};
+    const int64_t shapes[][3] = {{1, 1, 1}, {2, 7, 3}, {3, 33, 2}, {2, 70, 3}, {9, 20, 1}};
     const unsigned optsets[] = {0, 1 | 2 | 4, 8 | 1 | 4, 16 | 1 | 2 | 4, 16 | 8 | 1 | 2 | 4, 32 | 4};
     const prnn_scan_algo algos[] = {PRNN_SCAN_SERIAL, PRNN_SCAN_TREE};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
