@@ -21,25 +21,7 @@
 
 #include "prnn.h"
 
-#define CUDA_CHECK(call)                                                       \
-    do {                                                                       \
-        cudaError_t e_ = (call);                                               \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
-                    cudaGetErrorString(e_));                                   \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
-
-#define PRNN_CHECK(call)                                                       \
-    do {                                                                       \
-        prnn_status s_ = (call);                                               \
-        if (s_ != PRNN_OK) {                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
-                    prnn_strerror(s_));                                        \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 #define MAX_REPS 64
 #define MEM_BUDGET ((double)40 * (1 << 30)) /* bytes of tensors one shape may use */

@@ -17,15 +17,7 @@
 
 #include "test_util.h"
 
-#define CUDA_CHECK(call)                                                       \
-    do {                                                                       \
-        cudaError_t e_ = (call);                                               \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
-                    cudaGetErrorString(e_));                                   \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 /* ------------------------------------------------------------------------ */
 /* Storage conversions on the host (round to nearest even)                  */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "prnn.h"
 
 static int tu_passed, tu_failed;
@@ -40,15 +41,7 @@ static inline void tu_check(int ok, const char *fmt, ...)
 }
 
 /* Aborts the program on a status that must not fail (setup steps). */
-#define TU_REQUIRE(call)                                                       \
-    do {                                                                       \
-        prnn_status s_ = (call);                                               \
-        if (s_ != PRNN_OK) {                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,      \
-                    #call, prnn_strerror(s_));                                 \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#define TU_REQUIRE(call) PRNN_CHECK(call)
 
 static inline int tu_finish(void)
 {

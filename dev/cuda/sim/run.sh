@@ -14,7 +14,7 @@ done
 g++ $opt -std=c++17 -Wall -Wextra -Wno-unknown-pragmas -Idev/cuda/sim/include -Iinclude -Isrc ${SIM_DEFS:-} \
     -x c++ -c src/scan_cuda.cu -o "$out/scan_cuda.o" &
 g++ $opt -std=c++17 -Wall -Wextra -Idev/cuda/sim/include -c dev/cuda/sim/sim.cpp -o "$out/sim.o" &
-gcc $opt -std=c11 -fopenmp -Wall -Wextra -Idev/cuda/sim/include -Iinclude -Itests \
+gcc $opt -std=c11 -fopenmp -Wall -Wextra -Idev/cuda/sim/include -Iinclude -Itests -Itools \
     -c tests/test_scan_cuda.c -o "$out/test_scan_cuda.o" &
 wait
 g++ -fopenmp "$out"/{context,scan,scan_cpu,scan_cuda,sim,test_scan_cuda}.o -lm -o "$out/prnn_tests_cuda_sim"

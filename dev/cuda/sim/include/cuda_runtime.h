@@ -7,6 +7,7 @@
  */
 #ifndef PRNN_SIM_CUDA_RUNTIME_H
 #define PRNN_SIM_CUDA_RUNTIME_H
+#define CUDART_VERSION 13000 /* the runtime these shims stand in for */
 
 #include <stddef.h>
 #include <stdint.h>
