@@ -429,6 +429,21 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
     }
 }
 
+/* Publishing a tile: its data stores must be visible before its flag. Either
+ * every writing thread fences before the barrier, or (PRNN_FENCE_ONCE, the
+ * pattern of cooperative groups' grid barrier) thread 0 fences once after
+ * it, before the release store. A lab switch until measured. */
+#ifndef PRNN_FENCE_ONCE
+#define PRNN_FENCE_ONCE 0
+#endif
+#if PRNN_FENCE_ONCE
+#define PUBLISH_FENCE_EACH() ((void)0)
+#define PUBLISH_FENCE_ONE() __threadfence()
+#else
+#define PUBLISH_FENCE_EACH() __threadfence()
+#define PUBLISH_FENCE_ONE() ((void)0)
+#endif
+
 template <typename T, int VEC, bool BWD, int SB, int MB>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
@@ -535,18 +550,18 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
             carry = c < p.H ? state_in<BWD>(p, b, c) : 0.0f;
             my[2 * W + tid] = aggA * carry + aggB;
             s_carry[tid] = carry;
-            __threadfence();
+            PUBLISH_FENCE_EACH();
         }
         __syncthreads();
-        if (tid == 0) st_release(my_flag, tag | kStatusP);
+        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
     } else {
         if (tid < W) {
             my[tid] = aggA;
             my[W + tid] = aggB;
-            __threadfence();
+            PUBLISH_FENCE_EACH();
         }
         __syncthreads();
-        if (tid == 0) st_release(my_flag, tag | kStatusA);
+        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusA);
 
         /* The fold of a window is spread over the block: G = 256/W threads
          * per column, thread (g, c) composing a contiguous run of the
@@ -595,10 +610,10 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         if (tid < W) {
             my[2 * W + tid] = aggA * carry + aggB;
             s_carry[tid] = carry;
-            __threadfence();
+            PUBLISH_FENCE_EACH();
         }
         __syncthreads();
-        if (tid == 0) st_release(my_flag, tag | kStatusP);
+        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
     }
     if (tid < W && tile * W + tid < p.H && s_first <= L - 1 && L - 1 < s_first + C)
         state_out<T, BWD>(p, b, tile * W + tid, L, aggA * carry + aggB);

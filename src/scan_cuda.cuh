@@ -96,6 +96,29 @@ template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
  * alignment) or 16 bytes' worth (the caller checked H % VEC == 0 and 16-byte
  * aligned base pointers, so every vector is aligned).                      */
 
+/* Streaming tensors are touched once: with PRNN_CACHE_HINTS their loads and
+ * stores are marked evict-first (ld/st .cs), keeping L2 for the look-back's
+ * flags and summaries. A lab switch until measured (dev/cuda/sweep.sh). */
+#ifndef PRNN_CACHE_HINTS
+#define PRNN_CACHE_HINTS 0
+#endif
+template <typename V> __device__ __forceinline__ V ld_stream(const V *p)
+{
+#if PRNN_CACHE_HINTS
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+template <typename V> __device__ __forceinline__ void st_stream(V *p, V v)
+{
+#if PRNN_CACHE_HINTS
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void load_vec(const void *base, int64_t i, float (&v)[VEC])
 {
@@ -104,7 +127,7 @@ __device__ __forceinline__ void load_vec(const void *base, int64_t i, float (&v)
         v[0] = S::to_f(__ldg(static_cast<const typename S::raw *>(base) + i));
     } else {
         static_assert(VEC * sizeof(T) == 16, "vector loads are 16 bytes");
-        const uint4 q = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
+        const uint4 q = ld_stream(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
         const unsigned w[4] = {q.x, q.y, q.z, q.w};
         if constexpr (sizeof(T) == 4) {
 #pragma unroll
@@ -136,7 +159,7 @@ __device__ __forceinline__ void store_vec(void *base, int64_t i, const float (&v
             for (int k = 0; k < 4; k++)
                 w[k] = (unsigned)S::from_f(v[2 * k]) | ((unsigned)S::from_f(v[2 * k + 1]) << 16);
         }
-        *reinterpret_cast<uint4 *>(static_cast<T *>(base) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+        st_stream(reinterpret_cast<uint4 *>(static_cast<T *>(base) + i), make_uint4(w[0], w[1], w[2], w[3]));
     }
 }
 
@@ -212,7 +235,7 @@ __device__ __forceinline__ void reg_load(freg<VEC> &r, const void *base, int64_t
 template <typename T, int VEC>
 __device__ __forceinline__ void reg_load(hreg &r, const void *base, int64_t i)
 {
-    r.raw = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
+    r.raw = ld_stream(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
 }
 
 template <typename T, int VEC>
