@@ -429,12 +429,14 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
     }
 }
 
-/* Publishing a tile: its data stores must be visible before its flag. Either
- * every writing thread fences before the barrier, or (PRNN_FENCE_ONCE, the
- * pattern of cooperative groups' grid barrier) thread 0 fences once after
- * it, before the release store. A lab switch until measured. */
+/* Publishing a tile: its data stores must be visible before its flag. Thread
+ * 0 fences once after the block barrier, then stores the flag with release
+ * semantics (the pattern of cooperative groups' grid barrier). The
+ * alternative, a fence in every writing thread before the barrier
+ * (PRNN_FENCE_ONCE=0), measured slower on an H200: 16x64Kx1024 fp32
+ * fwd+bwd 84.7% -> 88.9% of the copy roofline with one fence. */
 #ifndef PRNN_FENCE_ONCE
-#define PRNN_FENCE_ONCE 0
+#define PRNN_FENCE_ONCE 1
 #endif
 #if PRNN_FENCE_ONCE
 #define PUBLISH_FENCE_EACH() ((void)0)

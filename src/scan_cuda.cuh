@@ -97,8 +97,9 @@ template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
  * aligned base pointers, so every vector is aligned).                      */
 
 /* Streaming tensors are touched once: with PRNN_CACHE_HINTS their loads and
- * stores are marked evict-first (ld/st .cs), keeping L2 for the look-back's
- * flags and summaries. A lab switch until measured (dev/cuda/sweep.sh). */
+ * stores are marked evict-first (ld/st .cs). Off: on an H200 it cost the
+ * large shapes (16x64Kx1024 fp32 forward 85% -> 77% of the copy roofline)
+ * and gained ~1 point on small ones (dev/cuda/README.md). */
 #ifndef PRNN_CACHE_HINTS
 #define PRNN_CACHE_HINTS 0
 #endif
