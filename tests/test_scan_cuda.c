@@ -189,6 +189,19 @@ static void download(float *host, const void *d, int64_t n, prnn_dtype dt, void 
     from_storage(scratch, host, n, dt);
 }
 
+/* Long-memory inputs (a near 1): states grow like a random walk and cross
+ * zero, so errors are judged against the tensor's RMS, and fp32 allows 4x
+ * more (rounding accumulates over ~4096 remembered steps, ~sqrt(4096) eps). */
+static tolerance scaled(tolerance t, int longmem, const float *ref, int64_t n)
+{
+    if (!longmem || n == 0) return t;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)ref[i] * ref[i];
+    t.floor_ = fmax(t.floor_, sqrt(s / (double)n));
+    if (t.tol < 1e-4) t.tol *= 4;
+    return t;
+}
+
 /* Compares one output; appends "name err/tol" to the line; returns ok. */
 static int cmp(char *line, size_t cap, const char *name, const float *got, const float *want,
                int64_t n, tolerance t)
@@ -203,7 +216,13 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
 {
     const int64_t B = sh.B, T = sh.T, H = sh.H, n = B * T * H, ns = B * H;
     const size_t es = prnn_dtype_size(dt);
-    const int mixed = (tu_next() & 3) == 0; /* a in (-1, 1) a quarter of the time */
+    /* Decays: (0.5, 1) half the time; (-1, 1) a quarter (signs); and a
+     * quarter long memory, (1 - 2^-12, 1): with short memory a state forgets
+     * its carry within a tile, so an error in folding distant tiles' carries
+     * would vanish; with long memory it shows. Long-memory states grow like
+     * a random walk, so their errors are judged against the tensor's RMS. */
+    const unsigned pick_a = (unsigned)(tu_next() & 3);
+    const int mixed = pick_a == 0, longmem = pick_a == 1;
 
     float *a = tu_malloc((size_t)n * 4), *b = tu_malloc((size_t)n * 4);
     float *dh = tu_malloc((size_t)n * 4), *hin = tu_malloc((size_t)n * 4);
@@ -211,7 +230,7 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
     /* storage-typed staging; also holds fp32 state tensors on download */
     void *st = tu_malloc((size_t)(n * (int64_t)es > ns * 4 ? n * (int64_t)es : ns * 4));
     int64_t *len = tu_malloc((size_t)B * sizeof(int64_t));
-    tu_fill_f32(a, n, mixed ? -1.0 : 0.5, 1.0);
+    tu_fill_f32(a, n, mixed ? -1.0 : longmem ? 1.0 - 1.0 / 4096 : 0.5, 1.0);
     tu_fill_f32(b, n, -1.0, 1.0);
     tu_fill_f32(dh, n, -1.0, 1.0);
     tu_fill_f32(hin, n, -1.0, 1.0); /* the backward's h: any tensor will do */
@@ -271,7 +290,7 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
     char what[160];
     snprintf(what, sizeof what, "%-7s %-4s %-7s B=%lld T=%lld H=%lld%s%s", prnn_scan_algo_name(algo),
              dtype_name(dt), o->name, (long long)B, (long long)T, (long long)H,
-             sh.unaligned ? " unaligned" : "", mixed ? " a~(-1,1)" : "");
+             sh.unaligned ? " unaligned" : "", mixed ? " a~(-1,1)" : longmem ? " a~(1-2^-12,1)" : "");
     if (sf != PRNN_OK || sb != PRNN_OK || ss != PRNN_OK) {
         tu_check(0, "%s: status fwd %s, bwd %s, sync %s", what, prnn_strerror(sf),
                  prnn_strerror(sb), prnn_strerror(ss));
@@ -282,10 +301,10 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
         int ok = 1;
 
         download(got, d_h, n, dt, st);
-        ok &= cmp(line, sizeof line, "h", got, ref_h, n, ts);
+        ok &= cmp(line, sizeof line, "h", got, ref_h, n, scaled(ts, longmem, ref_h, n));
         if (o->hT) {
             download(got, d_hT, ns, PRNN_DTYPE_F32, st);
-            ok &= cmp(line, sizeof line, "hT", got, ref_hT, ns, tol_f32);
+            ok &= cmp(line, sizeof line, "hT", got, ref_hT, ns, scaled(tol_f32, longmem, ref_hT, ns));
         }
         tu_check(ok, "%s fwd:%s (tol %.1e: %s; states %.0e: fp32)", what, line, ts.tol, ts.why,
                  tol_f32.tol);
@@ -293,12 +312,12 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
         line[0] = '\0';
         ok = 1;
         download(got, d_da, n, dt, st);
-        ok &= cmp(line, sizeof line, "da", got, ref_da, n, ts);
+        ok &= cmp(line, sizeof line, "da", got, ref_da, n, scaled(ts, longmem, ref_da, n));
         download(got, d_db, n, dt, st);
-        ok &= cmp(line, sizeof line, "db", got, ref_db, n, ts);
+        ok &= cmp(line, sizeof line, "db", got, ref_db, n, scaled(ts, longmem, ref_db, n));
         if (o->dh0) {
             download(got, d_dh0, ns, PRNN_DTYPE_F32, st);
-            ok &= cmp(line, sizeof line, "dh0", got, ref_dh0, ns, tol_f32);
+            ok &= cmp(line, sizeof line, "dh0", got, ref_dh0, ns, scaled(tol_f32, longmem, ref_dh0, ns));
         }
         tu_check(ok, "%s bwd:%s (tol %.1e: %s; states %.0e: fp32)", what, line, ts.tol, ts.why,
                  tol_f32.tol);
