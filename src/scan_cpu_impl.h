@@ -388,6 +388,44 @@ static void FN(down_node)(REAL *restrict Al, REAL *restrict Sl, REAL *restrict A
     }
 }
 
+/* Up-sweep level `lev` of every lane's tree of W summaries, merge items
+ * [it0, it1): item it is node c = (it % per_lane) * 2d + 2d - 1 of lane
+ * it / per_lane, which takes in its left neighbour c - d (d = 2^lev). */
+static void FN(up_level)(REAL *sumA, REAL *sumS, int64_t it0, int64_t it1, int lev, int64_t W,
+                         int64_t wmax)
+{
+    const int64_t dd = (int64_t)1 << lev, per_lane = W / (2 * dd);
+    for (int64_t it = it0; it < it1; it++) {
+        const int64_t i = it / per_lane, c = (it % per_lane) * 2 * dd + 2 * dd - 1;
+        REAL *la = sumA + i * W * wmax, *ls = sumS + i * W * wmax;
+        FN(merge_into)(la + (c - dd) * wmax, ls + (c - dd) * wmax, la + c * wmax, ls + c * wmax,
+                       wmax);
+    }
+}
+
+/* Down-sweep of lane i's tree. A chunk's starting state is its exclusive
+ * prefix applied to the lane's carry (left in the chunk's S slot); the carry
+ * then moves on by the window's total, the tree's root. */
+static void FN(down_lane)(REAL *sumA, REAL *sumS, REAL *carry, int64_t i, int64_t W, int64_t wmax)
+{
+    REAL *la = sumA + i * W * wmax, *ls = sumS + i * W * wmax;
+    REAL *ra = la + (W - 1) * wmax, *rs = ls + (W - 1) * wmax;
+    REAL *c = carry + i * wmax;
+    REAL old[PRNN_LANE_MAX];
+    for (int64_t j = 0; j < wmax; j++) {
+        old[j] = c[j];
+        c[j] = ra[j] * c[j] + rs[j];
+        ra[j] = 1, rs[j] = 0;
+    }
+    for (int64_t dd = W / 2; dd >= 1; dd /= 2)
+        for (int64_t cc = 2 * dd - 1; cc < W; cc += 2 * dd)
+            FN(down_node)(la + (cc - dd) * wmax, ls + (cc - dd) * wmax, la + cc * wmax,
+                          ls + cc * wmax, wmax);
+    for (int64_t cc = 0; cc < W; cc++)
+        for (int64_t j = 0; j < wmax; j++)
+            ls[cc * wmax + j] = la[cc * wmax + j] * old[j] + ls[cc * wmax + j];
+}
+
 #ifdef DEBUG_MERGE
 /* Compares every node of up-sweep level `lev` against a direct serial
  * evaluation of the steps it covers and prints the largest differences. */
@@ -530,57 +568,41 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) * jb)
                     for (; j < wmax; j++)
                         A[j] = 1, S[j] = 0; /* identity */
                 }
-                /* 2. merge up the tree, level by level */
-                for (int lev = 0; lev < levels; lev++) {
-                    const int64_t dd = (int64_t)1 << lev, per_lane = W / (2 * dd);
-                    if (lanes * per_lane * wmax >= par_min) {
-#pragma omp for schedule(static)
-                        for (int64_t it = 0; it < lanes * per_lane; it++) {
-                            const int64_t i = it / per_lane,
-                                          c = (it % per_lane) * 2 * dd + 2 * dd - 1;
-                            REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
-                            FN(merge_into)
-                            (base_a + (c - dd) * wmax, base_s + (c - dd) * wmax, base_a + c * wmax,
-                             base_s + c * wmax, wmax);
-                        }
-                    } else {
+                /* 2. merge up the tree, level by level, then the prefixes
+                 * down it. A small tree (the usual case: it holds 1/K of the
+                 * window's data) is one thread's work between two barriers;
+                 * a large one spreads each level's merges over the threads. */
+                if (lanes * W * wmax <= 8 * par_min) {
 #pragma omp single
-                        for (int64_t it = 0; it < lanes * per_lane; it++) {
-                            const int64_t i = it / per_lane,
-                                          c = (it % per_lane) * 2 * dd + 2 * dd - 1;
-                            REAL *base_a = sumA + i * W * wmax, *base_s = sumS + i * W * wmax;
-                            FN(merge_into)
-                            (base_a + (c - dd) * wmax, base_s + (c - dd) * wmax, base_a + c * wmax,
-                             base_s + c * wmax, wmax);
+                    {
+                        for (int lev = 0; lev < levels; lev++) {
+                            FN(up_level)(sumA, sumS, 0, lanes * (W >> (lev + 1)), lev, W, wmax);
+#ifdef DEBUG_MERGE
+                            FN(debug_level)(jb, sumA, sumS, lanes, W, K, k, lev, ncb, wmax);
+#endif
                         }
+                        for (int64_t i = 0; i < lanes; i++)
+                            FN(down_lane)(sumA, sumS, carry, i, W, wmax);
                     }
+                } else {
+                    for (int lev = 0; lev < levels; lev++) {
+                        const int64_t items = lanes * (W >> (lev + 1));
+                        if (items * wmax >= par_min) {
+#pragma omp for schedule(static)
+                            for (int64_t it = 0; it < items; it++)
+                                FN(up_level)(sumA, sumS, it, it + 1, lev, W, wmax);
+                        } else {
+#pragma omp single
+                            FN(up_level)(sumA, sumS, 0, items, lev, W, wmax);
+                        }
 #ifdef DEBUG_MERGE
 #pragma omp single
-                    FN(debug_level)(jb, sumA, sumS, lanes, W, K, k, lev, ncb, wmax);
+                        FN(debug_level)(jb, sumA, sumS, lanes, W, K, k, lev, ncb, wmax);
 #endif
-                }
-                /* ... then the prefixes down it. A chunk's starting state is
-                 * its exclusive prefix applied to the lane's carry; the carry
-                 * then moves on by the window's total (the tree's root). */
-#pragma omp for schedule(static)
-                for (int64_t i = 0; i < lanes; i++) {
-                    REAL *la = sumA + i * W * wmax, *ls = sumS + i * W * wmax;
-                    REAL *ra = la + (W - 1) * wmax, *rs = ls + (W - 1) * wmax;
-                    REAL *c = carry + i * wmax;
-                    REAL old[PRNN_LANE_MAX];
-                    for (int64_t j = 0; j < wmax; j++) {
-                        old[j] = c[j];
-                        c[j] = ra[j] * c[j] + rs[j];
-                        ra[j] = 1, rs[j] = 0;
                     }
-                    for (int64_t dd = W / 2; dd >= 1; dd /= 2)
-                        for (int64_t cc = 2 * dd - 1; cc < W; cc += 2 * dd)
-                            FN(down_node)
-                            (la + (cc - dd) * wmax, ls + (cc - dd) * wmax, la + cc * wmax,
-                             ls + cc * wmax, wmax);
-                    for (int64_t cc = 0; cc < W; cc++)
-                        for (int64_t j = 0; j < wmax; j++)
-                            ls[cc * wmax + j] = la[cc * wmax + j] * old[j] + ls[cc * wmax + j];
+#pragma omp for schedule(static)
+                    for (int64_t i = 0; i < lanes; i++)
+                        FN(down_lane)(sumA, sumS, carry, i, W, wmax);
                 }
                 /* 3. rescan every chunk from its starting state */
 #pragma omp for schedule(static)

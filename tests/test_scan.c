@@ -268,6 +268,27 @@ static void check_streaming(void)
     }
 }
 
+/* Chunks of one step make the tree within a window large enough that its
+ * levels are merged in parallel (the usual 32-step chunks keep it small). */
+static void check_large_tree(void)
+{
+    printf("\n== level-parallel tree (chunk = 1) ==\n");
+    for (int ti = 1; ti <= 2; ti++) {
+        problem p;
+        problem_init(&p, 1, 65537, 255, 1 | 2 | 4 | (ti == 2 ? 8 : 0), 2);
+        result ref, got;
+        result_alloc(&ref, &p), result_alloc(&got, &p);
+        run_f64(g_ctx[0], &p, PRNN_SCAN_SERIAL, 0, &ref);
+        run_f32(g_ctx[ti], &p, PRNN_SCAN_TREE, 1, &got);
+        char o[64], label[256];
+        snprintf(label, sizeof label, "f32 tree B=1 T=65537 H=255 chunk=1 threads=%d [%s] long memory",
+                 prnn_ctx_num_threads(g_ctx[ti]), opts_name(&p, o, sizeof o));
+        compare_all(&p, &got, &ref, TOL_F32_LONG_MEMORY, label);
+        result_free(&ref), result_free(&got);
+        problem_free(&p);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* 2. Backward against central finite differences in double                 */
 
@@ -531,6 +552,7 @@ int main(void)
     check_state_passing();
     check_algorithms();
     check_streaming();
+    check_large_tree();
     for (int i = 0; i < 3; i++) prnn_ctx_free(g_ctx[i]);
     return tu_finish();
 }
