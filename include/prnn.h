@@ -119,7 +119,7 @@ typedef enum prnn_scan_algo {
     PRNN_SCAN_TREE,     /* divide and conquer: serial local scans over short
                            chunks, merged level by level up a tree */
     PRNN_SCAN_CHUNKED,  /* GPU single-pass chunked scan with decoupled look-back
-                           (on the CPU: the cache-blocked chunked scan) */
+                           (on the CPU: the same as TREE) */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 
@@ -148,8 +148,8 @@ typedef struct prnn_scan_desc {
     prnn_dtype dtype;
     prnn_scan_algo algo;
     int reverse;
-    int64_t chunk;           /* serial interval of the tree/chunked scans;
-                                0 = the algorithm's default (32 for the tree) */
+    int64_t chunk;           /* steps of the tree's serial intervals; 0 = 32.
+                                The GPU chunked scan picks its own tiles. */
     const int64_t *lengths;  /* (B) in host memory, or NULL */
 } prnn_scan_desc;
 
