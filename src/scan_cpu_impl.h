@@ -520,7 +520,6 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) * jb)
 
 #pragma omp parallel num_threads(nt)
     {
-
         if (W == 1) {
             /* Single-channel rows of equal length go PRNN_ROWS at a time. */
             const int64_t per = d->H == 1 && !d->lengths ? PRNN_ROWS : 1;
@@ -536,11 +535,9 @@ static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) * jb)
                 }
                 if (nr == PRNN_ROWS)
                     FN(apply_rows)(jb, carry + i0 * wmax, ln);
-                else if (per > 1)
+                else
                     for (int k = 0; k < nr; k++)
                         FN(apply)(jb, carry + (i0 + k) * wmax, &ln[k], 0, ln[k].L);
-                else
-                    FN(apply)(jb, carry + i0 * wmax, &ln[0], 0, ln[0].L);
             }
         } else {
 #pragma omp for
