@@ -13,6 +13,7 @@
 #endif
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,6 @@ static int tu_passed, tu_failed;
 /* Records one check. Prints a line for each check so that the log shows
  * every measured error beside its tolerance. */
 static inline void tu_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#include <stdarg.h>
 static inline void tu_check(int ok, const char *fmt, ...)
 {
     va_list ap;

@@ -10,7 +10,6 @@
  *
  * Size letters: B batch rows, T time steps, H channels.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
