@@ -113,6 +113,34 @@ typedef enum prnn_dtype {
 /* Bytes per element of a dtype (0 for an invalid value). */
 size_t prnn_dtype_size(prnn_dtype dtype);
 
+/* ------------------------------------------------------------------------ */
+/* Memory on the context's device                                           */
+
+/*
+ * Tensors live in host memory for CPU contexts and in device memory for CUDA
+ * contexts. These helpers let a program hold its buffers without including
+ * the CUDA headers. Allocations are 256-byte aligned. Copies and fills run
+ * on the context's stream: prnn_mem_upload returns before the copy is done
+ * (keep the source alive and unchanged until prnn_ctx_synchronize, or use
+ * pinned memory from prnn_mem_alloc_pinned), prnn_mem_download waits.
+ */
+prnn_status prnn_mem_alloc(prnn_ctx *ctx, void **ptr, size_t bytes);
+void prnn_mem_free(prnn_ctx *ctx, void *ptr);
+prnn_status prnn_mem_zero(prnn_ctx *ctx, void *ptr, size_t bytes);
+prnn_status prnn_mem_upload(prnn_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+prnn_status prnn_mem_download(prnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+prnn_status prnn_mem_copy(prnn_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+/* Page-locked host memory (plain host memory on a CPU context), the source
+ * of asynchronous uploads that overlap compute. */
+prnn_status prnn_mem_alloc_pinned(prnn_ctx *ctx, void **ptr, size_t bytes);
+void prnn_mem_free_pinned(prnn_ctx *ctx, void *ptr);
+
+/* Converts n elements between dtypes on the context's device (e.g. fp32
+ * master weights to their bf16 copy). src and dst must not overlap. */
+prnn_status prnn_mem_convert(prnn_ctx *ctx, void *dst, prnn_dtype dst_dtype,
+                             const void *src, prnn_dtype src_dtype, int64_t n);
+
 typedef enum prnn_scan_algo {
     PRNN_SCAN_AUTO = 0, /* the fastest exact algorithm for the device */
     PRNN_SCAN_SERIAL,   /* the plain loop over t: CPU oracle, GPU baseline */

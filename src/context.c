@@ -105,7 +105,10 @@ prnn_status prnn_ctx_init(prnn_ctx **out, const prnn_ctx_config *cfg)
 void prnn_ctx_free(prnn_ctx *ctx)
 {
     if (!ctx) return;
-    if (ctx->device == PRNN_DEVICE_CUDA) prnn_cuda_ctx_free(ctx);
+    if (ctx->device == PRNN_DEVICE_CUDA)
+        prnn_cuda_ctx_free(ctx); /* also frees the device scratch */
+    else
+        free(ctx->scratch);
     free(ctx->host_ws);
     free(ctx);
 }

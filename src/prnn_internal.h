@@ -27,7 +27,13 @@ struct prnn_ctx {
     void *host_ws;
     size_t host_ws_bytes;
 
+    /* Layer scratch on the context's device (host memory or device memory),
+     * grown on demand and kept; see prnn_scratch(). */
+    void *scratch;
+    size_t scratch_bytes;
+
     struct prnn_cuda_state *cuda; /* NULL on CPU contexts */
+    void *blas;                   /* cublasHandle_t, created on first GEMM */
 };
 
 /* Returns a host workspace of at least `bytes`, 64-byte aligned, or NULL. */
@@ -36,8 +42,35 @@ void *prnn_host_workspace(prnn_ctx *ctx, size_t bytes);
 /* Checked multiplication of non-negative sizes; 0 on overflow. */
 int prnn_mul_ok(int64_t x, int64_t y, int64_t *out);
 
+/*
+ * Scratch for one public op at a time: at least `bytes` on the context's
+ * device, 256-byte aligned, or NULL when allocation fails. A later call may
+ * move it, so an op takes it once and cuts it up. Ops that use scratch must
+ * not call other ops that use scratch (the scan uses its own workspace, and
+ * prnn_gemm none).
+ */
+void *prnn_scratch(prnn_ctx *ctx, size_t bytes);
+
+/*
+ * Row-major GEMM on the context's device, on its stream:
+ *
+ *   C (M, N) = alpha * op(A) (M, K) . op(B) (K, N) + beta * C
+ *
+ * A is (M, K) with row stride lda, or (K, M) when transA; B is (K, N) with
+ * row stride ldb, or (N, K) when transB; C has row stride ldc. A and B have
+ * dtype ab; C has dtype c, which equals ab or (CUDA, ab BF16/F16) is F32.
+ * Products accumulate in fp32 (fp64 for F64). With beta == 0, C is not read.
+ * CPU: OpenBLAS (or the built-in loops when the build has no BLAS).
+ */
+prnn_status prnn_gemm(prnn_ctx *ctx, int transA, int transB,
+                      int64_t M, int64_t N, int64_t K,
+                      double alpha, const void *A, int64_t lda,
+                      const void *B, int64_t ldb,
+                      double beta, void *C, int64_t ldc,
+                      prnn_dtype ab, prnn_dtype c);
+
 /* ------------------------------------------------------------------------ */
-/* CPU backend (scan_cpu.c)                                                 */
+/* CPU backend (scan_cpu.c, gemm_cpu.c)                                                 */
 
 prnn_status prnn_cpu_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d,
                                   void *h, void *hT,
@@ -48,15 +81,41 @@ prnn_status prnn_cpu_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d,
                                    const void *a, const void *h,
                                    const void *h0, const void *dh,
                                    const void *dhT);
+prnn_status prnn_cpu_gemm(prnn_ctx *ctx, int transA, int transB,
+                          int64_t M, int64_t N, int64_t K,
+                          double alpha, const void *A, int64_t lda,
+                          const void *B, int64_t ldb,
+                          double beta, void *C, int64_t ldc, prnn_dtype ab);
 
 /* ------------------------------------------------------------------------ */
-/* CUDA backend (scan_cuda.cu; cuda_stub.c in builds without CUDA)          */
+/* CUDA backend (scan_cuda.cu, cuda_util.cu; cuda_stub.c without CUDA)      */
 
 prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *cfg);
 void prnn_cuda_ctx_free(prnn_ctx *ctx);
 prnn_status prnn_cuda_synchronize(prnn_ctx *ctx);
 void *prnn_cuda_stream(const prnn_ctx *ctx);
+int prnn_cuda_device_of(const prnn_ctx *ctx);
 int prnn_cuda_device_count(void);
+
+/* cuda_util.cu: memory, scratch and GEMM on the context's device and stream.
+ * prnn_cuda_release frees what these created (scratch, cuBLAS handle). */
+prnn_status prnn_cuda_mem_alloc(prnn_ctx *ctx, void **ptr, size_t bytes);
+void prnn_cuda_mem_free(prnn_ctx *ctx, void *ptr);
+prnn_status prnn_cuda_mem_zero(prnn_ctx *ctx, void *ptr, size_t bytes);
+prnn_status prnn_cuda_mem_copy(prnn_ctx *ctx, void *dst, const void *src, size_t bytes,
+                               int kind); /* 0 h2d, 1 d2h (waits), 2 d2d */
+prnn_status prnn_cuda_mem_alloc_pinned(prnn_ctx *ctx, void **ptr, size_t bytes);
+void prnn_cuda_mem_free_pinned(prnn_ctx *ctx, void *ptr);
+prnn_status prnn_cuda_mem_convert(prnn_ctx *ctx, void *dst, prnn_dtype dt,
+                                  const void *src, prnn_dtype st, int64_t n);
+void *prnn_cuda_scratch(prnn_ctx *ctx, size_t bytes);
+prnn_status prnn_cuda_gemm(prnn_ctx *ctx, int transA, int transB,
+                           int64_t M, int64_t N, int64_t K,
+                           double alpha, const void *A, int64_t lda,
+                           const void *B, int64_t ldb,
+                           double beta, void *C, int64_t ldc,
+                           prnn_dtype ab, prnn_dtype c);
+void prnn_cuda_release(prnn_ctx *ctx);
 
 /* Arguments as validated by scan.c: device pointers, d->lengths in host
  * memory (the backend copies it into its workspace). */

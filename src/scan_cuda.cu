@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_common.cuh"
 #include "prnn_internal.h"
 #include "scan_cuda.cuh"
 
@@ -80,45 +81,6 @@ namespace {
 
 constexpr size_t kFlagsOffset = 256;
 constexpr unsigned kEpochLimit = 1u << 30; /* flag = epoch << 2 | status */
-
-prnn_status map_cuda_error(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return PRNN_OK;
-    case cudaErrorMemoryAllocation: return PRNN_ERR_OUT_OF_MEMORY;
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver: return PRNN_ERR_NO_DEVICE;
-    default: return PRNN_ERR_CUDA;
-    }
-}
-
-#define PRNN_CU(call)                                                          \
-    do {                                                                       \
-        cudaError_t e_ = (call);                                               \
-        if (e_ != cudaSuccess) return map_cuda_error(e_);                      \
-    } while (0)
-
-/* After a launch: launch-configuration errors and earlier async faults. */
-#define PRNN_CU_LAUNCHED() PRNN_CU(cudaGetLastError())
-
-/* Makes the context's device current for a scope and restores the caller's
- * device afterwards, so the library never changes the caller's state. */
-struct device_guard {
-    int prev = -1;
-    int dev;
-    cudaError_t err;
-    explicit device_guard(int d) : dev(d)
-    {
-        err = cudaGetDevice(&prev);
-        if (err == cudaSuccess && prev != dev) err = cudaSetDevice(dev);
-    }
-    ~device_guard()
-    {
-        if (prev >= 0 && prev != dev) (void)cudaSetDevice(prev);
-    }
-    device_guard(const device_guard &) = delete;
-    device_guard &operator=(const device_guard &) = delete;
-};
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -1229,6 +1191,7 @@ extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *
 extern "C" void prnn_cuda_ctx_free(prnn_ctx *ctx)
 {
     if (!ctx || !ctx->cuda) return;
+    prnn_cuda_release(ctx);
     prnn_cuda_state *st = ctx->cuda;
     {
         device_guard guard(st->device);
@@ -1254,6 +1217,11 @@ extern "C" prnn_status prnn_cuda_synchronize(prnn_ctx *ctx)
 extern "C" void *prnn_cuda_stream(const prnn_ctx *ctx)
 {
     return ctx && ctx->cuda ? static_cast<void *>(ctx->cuda->stream) : nullptr;
+}
+
+extern "C" int prnn_cuda_device_of(const prnn_ctx *ctx)
+{
+    return ctx && ctx->cuda ? ctx->cuda->device : -1;
 }
 
 extern "C" prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d, void *h,

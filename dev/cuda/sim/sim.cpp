@@ -292,4 +292,10 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "simulated error"; }
 
+/* The library's cuda_util.cu is not part of the simulated build; the scan
+ * tests need only its release hook. */
+struct prnn_ctx;
+void prnn_cuda_release(struct prnn_ctx *ctx);
+void prnn_cuda_release(struct prnn_ctx *ctx) { (void)ctx; }
+
 } /* extern "C" */
