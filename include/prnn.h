@@ -96,6 +96,15 @@ int prnn_ctx_num_threads(const prnn_ctx *ctx);
 /* The cudaStream_t the context runs on, or NULL on a CPU context. */
 void *prnn_ctx_cuda_stream(const prnn_ctx *ctx);
 
+/*
+ * Orders two contexts' streams: work queued on `waiter` after this call
+ * starts only after everything queued on `other` before it has finished,
+ * without blocking the host. With one context for copies and one for
+ * compute, the upload of batch k+1 overlaps the compute of batch k. A no-op
+ * when either context is on the CPU (CPU work is synchronous).
+ */
+prnn_status prnn_ctx_wait_for(prnn_ctx *waiter, prnn_ctx *other);
+
 /* 1 when this build has CUDA support and a CUDA device is visible. */
 int prnn_cuda_available(void);
 

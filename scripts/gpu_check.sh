@@ -24,16 +24,22 @@ done
   nvcc --version | tail -2
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
     cmake --build build-gpu -j "$(nproc)" 2>&1 | grep -E "warning|error|Error" ; echo "build done"
-  echo "== GPU tests"
-  timeout 300 stdbuf -oL ./build-gpu/prnn_tests_cuda; echo "exit $?"
+  suites=(./build-gpu/prnn_tests_cuda)
+  for f in ./build-gpu/prnn_gpu_test_*; do [ -x "$f" ] && suites+=("$f"); done
+  for s in "${suites[@]}"; do
+    echo "== GPU suite $s"
+    timeout "${SUITE_TIMEOUT:-300}" stdbuf -oL "$s" | grep -v "^  ok" ; echo "exit ${PIPESTATUS[0]}"
+  done
   if [ "$sanitize" = 1 ]; then
-    echo "== compute-sanitizer memcheck (quick suite)"
-    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/prnn_tests_cuda --quick | tail -5; echo "exit ${PIPESTATUS[0]}"
-    echo "== compute-sanitizer racecheck (quick suite)"
-    timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 ./build-gpu/prnn_tests_cuda --quick | tail -5; echo "exit ${PIPESTATUS[0]}"
+    for s in "${suites[@]}"; do
+      echo "== compute-sanitizer memcheck ($s --quick)"
+      timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
+      echo "== compute-sanitizer racecheck ($s --quick)"
+      timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
+    done
   fi
   if [ "$bench" = 1 ]; then
     echo "== benchmark"
-    timeout 400 ./build-gpu/prnn_bench_cuda "${bench_args[@]}"; echo "exit $?"
+    timeout "${BENCH_TIMEOUT:-400}" ./build-gpu/prnn_bench_cuda "${bench_args[@]}"; echo "exit $?"
   fi
 } 2>&1 | tee "$out/log"

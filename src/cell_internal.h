@@ -136,6 +136,51 @@ prnn_status cell_copy2d(prnn_ctx *ctx, void *dst, int64_t dpitch, const void *sr
 prnn_status cell_convert(prnn_ctx *ctx, prnn_dtype dtype, int dir, int64_t rows, int64_t n,
                          void *dst, int64_t ld_dst, const void *src, int64_t ld_src);
 
+/*
+ * Elementwise maps over n contiguous acc values (dst may equal src), for the
+ * states at a sequence's ends in log space:
+ *   CELL_MAP_LOG      dst = log(src)          c -> log c (log 0 = -inf)
+ *   CELL_MAP_EXP      dst = exp(src)          log c -> c
+ *   CELL_MAP_MUL_EXP  dst = src * exp(aux)    dL/dc_T -> dL/dl_T (aux = l_T)
+ *   CELL_MAP_ADD      dst = src + aux         sums two state gradients
+ * aux is unused (may be NULL) for LOG and EXP.
+ */
+typedef enum cell_state_op {
+    CELL_MAP_LOG = 0,
+    CELL_MAP_EXP,
+    CELL_MAP_MUL_EXP,
+    CELL_MAP_ADD
+} cell_state_op;
+
+prnn_status cell_state_map(prnn_ctx *ctx, prnn_dtype dtype, cell_state_op op, int64_t n,
+                           void *dst, const void *src, const void *aux);
+
+/*
+ * The log-space scan's backward, after g = the linear scan backward's db run
+ * with a := w (cell_logscan_w):
+ *   dla = g w, dlb = g (1 - w)    (B, T, H) dtype, zero past the length
+ *   dc0 (B, H) acc, optional: dL/dc0 = g_first * exp(la_first - l_first),
+ *       finite at c0 = 0; for an empty row dcT[b] (zeros when dcT is NULL)
+ * from g, w, la, l (B, T, H) dtype and dcT (B, H) acc, dL/dc_T, or NULL.
+ * Outputs overlap no input.
+ */
+prnn_status cell_logscan_bwd(prnn_ctx *ctx, const cell_ew *e, void *dla, void *dlb, void *dc0,
+                             const void *g, const void *w, const void *la, const void *l,
+                             const void *dcT);
+
+/*
+ * A row's last valid step in the scan's direction (pass e with reverse
+ * flipped for its first step), for QRNN window 2's x_prev state:
+ *   dir 0: dst[b, 0:n] acc = src[b, last, 0:n] dtype, or init[b, 0:n] acc
+ *          for an empty row (zeros when init is NULL)
+ *   dir 1: dst[b, last, 0:n] dtype += src[b, 0:n] acc; empty rows untouched
+ *          (init unused)
+ * Row strides: per step for (B, T, *) tensors, per batch row for (B, *).
+ */
+prnn_status cell_last(prnn_ctx *ctx, const cell_ew *e, int dir, int64_t n, void *dst,
+                      int64_t ld_dst, const void *src, int64_t ld_src, const void *init,
+                      int64_t ld_init);
+
 /* ------------------------------------------------------------------------ */
 /* Backends: the functions above dispatch to these by ctx->device.          */
 
@@ -162,7 +207,14 @@ prnn_status cell_convert(prnn_ctx *ctx, prnn_dtype dtype, int dir, int64_t rows,
     prnn_status P##copy2d(prnn_ctx *, void *, int64_t, const void *, int64_t, int64_t,  \
                           int64_t);                                                    \
     prnn_status P##convert(prnn_ctx *, prnn_dtype, int, int64_t, int64_t, void *,       \
-                           int64_t, const void *, int64_t);
+                           int64_t, const void *, int64_t);                            \
+    prnn_status P##state_map(prnn_ctx *, prnn_dtype, cell_state_op, int64_t, void *,    \
+                             const void *, const void *);                              \
+    prnn_status P##logscan_bwd(prnn_ctx *, const cell_ew *, void *, void *, void *,     \
+                               const void *, const void *, const void *, const void *, \
+                               const void *);                                          \
+    prnn_status P##last(prnn_ctx *, const cell_ew *, int, int64_t, void *, int64_t,     \
+                        const void *, int64_t, const void *, int64_t);
 
 CELL_BACKEND_DECLS(prnn_cpu_cell_)
 CELL_BACKEND_DECLS(prnn_cuda_cell_)

@@ -136,6 +136,13 @@ void *prnn_ctx_cuda_stream(const prnn_ctx *ctx)
     return prnn_cuda_stream(ctx);
 }
 
+prnn_status prnn_ctx_wait_for(prnn_ctx *waiter, prnn_ctx *other)
+{
+    if (!waiter || !other) return PRNN_ERR_NULL_POINTER;
+    if (waiter->device != PRNN_DEVICE_CUDA || other->device != PRNN_DEVICE_CUDA) return PRNN_OK;
+    return prnn_cuda_wait_for(waiter, other);
+}
+
 int prnn_cuda_available(void)
 {
     return prnn_cuda_device_count() > 0;

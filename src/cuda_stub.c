@@ -104,3 +104,9 @@ prnn_status prnn_cuda_gemm(prnn_ctx *ctx, int transA, int transB, int64_t M, int
 }
 
 void prnn_cuda_release(prnn_ctx *ctx) { (void)ctx; }
+
+prnn_status prnn_cuda_wait_for(prnn_ctx *waiter, prnn_ctx *other)
+{
+    (void)waiter, (void)other;
+    return PRNN_ERR_NO_DEVICE;
+}

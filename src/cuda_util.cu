@@ -189,7 +189,25 @@ extern "C" void prnn_cuda_release(prnn_ctx *ctx)
     ctx->scratch_bytes = 0;
     if (ctx->blas) (void)cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
     ctx->blas = nullptr;
+    if (ctx->cell_lengths) (void)cudaFree(ctx->cell_lengths);
+    ctx->cell_lengths = nullptr;
+    ctx->cell_lengths_cap = 0;
     (void)cudaGetLastError();
+}
+
+extern "C" prnn_status prnn_cuda_wait_for(prnn_ctx *waiter, prnn_ctx *other)
+{
+    device_guard g(prnn_cuda_device_of(other));
+    if (g.err != cudaSuccess) return map_cuda_error(g.err);
+    cudaEvent_t ev;
+    PRNN_CU(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, stream_of(other));
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_of(waiter), ev, 0);
+    /* Destroying a recorded event is safe: its resources are released once
+     * the wait it was recorded for has been satisfied. */
+    (void)cudaEventDestroy(ev);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return map_cuda_error(e);
 }
 
 /* ------------------------------------------------------------------------ */

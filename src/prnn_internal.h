@@ -34,6 +34,11 @@ struct prnn_ctx {
 
     struct prnn_cuda_state *cuda; /* NULL on CPU contexts */
     void *blas;                   /* cublasHandle_t, created on first GEMM */
+
+    /* The cell layers' device copy of their lengths (cell_cuda.cu), grown
+     * on demand and kept; freed by prnn_cuda_release. */
+    void *cell_lengths;
+    int64_t cell_lengths_cap;
 };
 
 /* Returns a host workspace of at least `bytes`, 64-byte aligned, or NULL. */
@@ -98,7 +103,8 @@ int prnn_cuda_device_of(const prnn_ctx *ctx);
 int prnn_cuda_device_count(void);
 
 /* cuda_util.cu: memory, scratch and GEMM on the context's device and stream.
- * prnn_cuda_release frees what these created (scratch, cuBLAS handle). */
+ * prnn_cuda_release frees what these created (scratch, cuBLAS handle) and the cell
+ * layers' lengths buffer. */
 prnn_status prnn_cuda_mem_alloc(prnn_ctx *ctx, void **ptr, size_t bytes);
 void prnn_cuda_mem_free(prnn_ctx *ctx, void *ptr);
 prnn_status prnn_cuda_mem_zero(prnn_ctx *ctx, void *ptr, size_t bytes);
@@ -116,6 +122,7 @@ prnn_status prnn_cuda_gemm(prnn_ctx *ctx, int transA, int transB,
                            double beta, void *C, int64_t ldc,
                            prnn_dtype ab, prnn_dtype c);
 void prnn_cuda_release(prnn_ctx *ctx);
+prnn_status prnn_cuda_wait_for(prnn_ctx *waiter, prnn_ctx *other);
 
 /* Arguments as validated by scan.c: device pointers, d->lengths in host
  * memory (the backend copies it into its workspace). */

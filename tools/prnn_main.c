@@ -2,6 +2,9 @@
  * prnn_main.c - the `prnn` command-line program.
  *
  * Subcommands:
+ *   prnn train     train a recurrent model (tools/train/train.c)
+ *   prnn sample    generate text from a checkpoint
+ *   prnn eval      a checkpoint's loss and bits per byte on a file
  *   prnn bench     the CPU scan benchmark against memcpy
  *   prnn version   the library version and build features
  */
@@ -12,6 +15,7 @@
 
 #include "bench_cpu.h"
 #include "prnn.h"
+#include "train.h"
 
 static void usage(FILE *f)
 {
@@ -19,6 +23,10 @@ static void usage(FILE *f)
             "usage: prnn <command> [options]\n"
             "\n"
             "commands:\n"
+            "  train     train a model (no arguments: a small minGRU on the built-in\n"
+            "            corpus, a few minutes on a CPU); prnn train --help for options\n"
+            "  sample    generate text from a checkpoint (prnn sample --help)\n"
+            "  eval      loss and bits per byte of a checkpoint on files (prnn eval --help)\n"
             "  bench     time the CPU scan (serial loop and divide-and-conquer tree)\n"
             "            against memcpy of the same bytes, and print a table\n"
             "  version   print the version and whether CUDA is available\n"
@@ -75,6 +83,9 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "train")) return train_cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "sample")) return train_cmd_sample(argc - 2, argv + 2);
+    if (!strcmp(cmd, "eval")) return train_cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("prnn %s (CUDA %s)\n", prnn_version(),
