@@ -12,7 +12,8 @@ add_library(prnn_train_io STATIC
   tools/train/ckpt.c
   tools/train/options.c
   tools/train/log.c
-  tools/train/sample.c)
+  tools/train/sample.c
+  tools/train/train.c)
 target_include_directories(prnn_train_io PUBLIC tools/train)
 # libprnn for its headers' types (prnn_dtype, prnn_device, prnn_cell_type).
 target_link_libraries(prnn_train_io PUBLIC libprnn PRIVATE prnn_flags)
@@ -23,3 +24,9 @@ endif()
 add_executable(prnn_test_train_io tests/test_train_io.c)
 target_include_directories(prnn_test_train_io PRIVATE tests tools)
 target_link_libraries(prnn_test_train_io PRIVATE prnn_train_io libprnn prnn_flags)
+
+# The commands end to end: resume equals an uninterrupted run, sampling and
+# evaluation from a checkpoint, and bad files and arguments.
+add_executable(prnn_test_train tests/test_train.c)
+target_include_directories(prnn_test_train PRIVATE tests tools)
+target_link_libraries(prnn_test_train PRIVATE prnn_train_io libprnn prnn_flags)

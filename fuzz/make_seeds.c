@@ -131,8 +131,10 @@ int main(int argc, char **argv)
 
     /* command lines */
     const char *a0[] = {"--task", "selective-copy", "--seq-len", "64", "--batch", "2"};
-    const char *a1[] = {"--task=adding", "--seq-len=100", "--lr", "1e-3", "--warmup", "5", "--steps", "10"};
-    const char *a2[] = {"--cell", "gilr-lstm", "--hidden", "64", "--bidirectional", "--data", "x.txt"};
+    const char *a1[] = {
+        "--task=adding", "--seq-len=100", "--lr", "1e-3", "--warmup", "5", "--steps", "10"};
+    const char *a2[] = {"--cell",          "gilr-lstm", "--hidden", "64",
+                        "--bidirectional", "--data",    "x.txt"};
     const char *a3[] = {"--prompt", "Hello", "--temperature", "0.7", "--top-k", "5"};
     const char *a4[] = {"--data", "f.txt", "--seq-len", "256", "--eval-batches", "3"};
     const char *a5[] = {"--task", "delayed-recall", "--seq-len", "40", "--seed", "0x10"};

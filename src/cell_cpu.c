@@ -180,7 +180,8 @@ prnn_status prnn_cpu_cell_copy2d(prnn_ctx *ctx, void *dst, int64_t dpitch, const
         memmove(d, s, (size_t)(width * rows));
         return PRNN_OK;
     }
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(width * rows / 4))
+    const int par = par_ok(width * rows / 4);
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par)
     for (int64_t r = 0; r < rows; r++)
         memcpy(d + r * dpitch, s + r * spitch, (size_t)width);
     return PRNN_OK;
@@ -291,8 +292,9 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
         case PRNN_CELL_QRNN:
             for (int64_t j = 0; j < H; j++) {
                 const REAL z = PV(0), f = PV(1);
+                const REAL in = e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : FN(sig)(-f);
                 pa[j] = FN(sig)(f);
-                pb[j] = (e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : FN(sig)(-f)) * (REAL)tanh(z);
+                pb[j] = in * (REAL)tanh(z);
             }
             break;
         case PRNN_CELL_SRU:

@@ -19,6 +19,8 @@
 /* Bytes of streamed input per thread that one window of the tree keeps in
  * cache between its two passes (the L2 of current server cores is 1-2 MiB). */
 #define PRNN_WINDOW_BYTES (1024 * 1024)
+/* Below this many elements a scan runs on one thread. */
+#define PRNN_SMALL_SCAN (1 << 15)
 
 /* Outputs at least this large are written with non-temporal stores: they
  * cannot stay in cache anyway, and streaming them saves reading every output

@@ -480,7 +480,9 @@ static void FN(debug_level)(const FN(job) * jb, const REAL *sumA, const REAL *su
 static prnn_status FN(tree)(prnn_ctx *ctx, const FN(job) * jb)
 {
     const prnn_scan_desc *d = jb->d;
-    const int nt = ctx->num_threads;
+    /* Small scans run on one thread: waking a team costs microseconds (and
+     * far more when the machine is oversubscribed), more than the work. */
+    const int nt = d->B * d->T * d->H < PRNN_SMALL_SCAN ? 1 : ctx->num_threads;
     const int64_t K = d->chunk > 0 ? d->chunk : 32;
     const int64_t wmax = d->H <= PRNN_LANE_MAX ? d->H : PRNN_LANE_WIDTH;
     const int64_t ncb = (d->H + wmax - 1) / wmax;

@@ -153,6 +153,19 @@ static const tolerance TOL_F32 = {1e-5, 1e-4, "fp32: summation order of GEMMs an
  */
 static const tolerance TOL_BF16 = {2e-2, 1e-1, "bf16: storage of P, a, b, c, y, da, db, dP (2^-9 each)"};
 
+/*
+ * bf16 in log space: log c is what bf16 holds there, with an absolute error
+ * of 2^-9 |log c|, so w = exp(la + l_prev - l) (the log scan's local
+ * derivative, itself stored in bf16) carries ~2^-9 (|la| + 2 |l|) ~ 1%
+ * relative error for |l| ~ 2, and the gate gradients are differences of
+ * terms of that size (minGRU: dk = g (1 - z - w), small where w ~ 1 - z).
+ * The forward keeps bf16's usual accuracy; the backward's entries are 2-3x
+ * noisier than in linear space (simulator: norm ~1.5e-2, max ~0.15). Bounds
+ * for the backward: norm 5e-2, max 2.5e-1; still far below what a wrong
+ * term gives (O(1)).
+ */
+static const tolerance TOL_BF16_LOG = {5e-2, 2.5e-1, "bf16 log space: log c stored in bf16 (abs. error 2^-9 |log c|)"};
+
 static tolerance tol_of(prnn_dtype dt) { return dt == PRNN_DTYPE_F32 ? TOL_F32 : TOL_BF16; }
 
 static double rms(const float *x, int64_t n)
@@ -358,7 +371,7 @@ static int fill_params(const prnn_cell_desc *d, float *w, int64_t P)
  * input feature 0 is the constant 4 and its weights into the n group are
  * +-1/2, the group's other weights and bias shrink 4x, so every n lies in
  * +-2 +- ~1 (rest of n ~N(0, 0.17), bias in (-1/4, 1/4)); the sign
- * alternates between cases so that both branches of g are exercised. n
+ * alternates over the columns so that both branches of g are exercised. n
  * stays moderate too: log g(n) ~ n for n << 0, and bf16 holds log c with an
  * absolute error of 2^-9 |log c|, which for |log c| >> 1 would swamp the
  * comparison with the storage format's own error. (fp32 sides differ by
@@ -369,12 +382,11 @@ static void steer_n(const prnn_cell_desc *d, float *w, int64_t P, float *x, int6
     if (d->type != PRNN_CELL_MINGRU && d->type != PRNN_CELL_MINLSTM) return;
     const int64_t G = prnn_cell_gates(d), H = d->H, gn = G - 1; /* n is the last group */
     const int64_t dirs = d->bidirectional ? 2 : 1, blk = P / dirs, GH = G * H;
-    const float v = g_case % 2 ? 0.5f : -0.5f;
     for (int64_t t = 0; t < BT; t++) x[t * d->D] = 4.0f;
     for (int64_t k = 0; k < dirs; k++) {
         float *wk = w + k * blk;
         for (int64_t j = 0; j < H; j++) {
-            wk[gn * H + j] = v; /* row 0 of W */
+            wk[gn * H + j] = (j + g_case) % 2 ? 0.5f : -0.5f; /* row 0 of W */
             for (int64_t i = 1; i < d->D; i++) wk[i * GH + gn * H + j] *= 0.25f;
             if (d->bias) wk[d->D * GH + gn * H + j] *= 0.25f;
         }
@@ -508,15 +520,17 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
 
             line[0] = '\0';
             ok = 1;
+            const tolerance tb = dt == PRNN_DTYPE_BF16 && cd.log_space ? TOL_BF16_LOG : t;
             download(got, d_dx, nx, dt);
-            ok &= cmp(line, sizeof line, "dx", got, rdx, nx, t);
+            ok &= cmp(line, sizeof line, "dx", got, rdx, nx, tb);
             download(got, d_dp, P, PRNN_DTYPE_F32);
-            ok &= cmp(line, sizeof line, "dparams", got, rdp, P, t);
+            ok &= cmp(line, sizeof line, "dparams", got, rdp, P, tb);
             if (use_dh0) {
                 download(got, d_dh0, ns, PRNN_DTYPE_F32);
-                ok &= cmp(line, sizeof line, "dh0", got, rdh0, ns, t);
+                ok &= cmp(line, sizeof line, "dh0", got, rdh0, ns, tb);
             }
-            tu_check(ok, "%s bwd:%s (tol %.0e/%.0e)", what, line, t.norm, t.max);
+            tu_check(ok, "%s bwd:%s (tol %.0e/%.0e%s)", what, line, tb.norm, tb.max,
+                     tb.norm != t.norm ? ": bf16 log space" : "");
             free(got);
         }
         dfree(d_x), dfree(d_w), dfree(d_dy), dfree(d_h0), dfree(d_dhT), dfree(d_dp);

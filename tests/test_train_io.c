@@ -124,8 +124,8 @@ static void test_rng(void)
         int64_t d = llabs(count[i] - 10000);
         if (d > worst) worst = d;
     }
-    tu_check(in_range && worst < 560, "below(7) in range and uniform (worst deviation %lld of 10000)",
-             (long long)worst);
+    tu_check(in_range && worst < 560,
+             "below(7) in range and uniform (worst deviation %lld of 10000)", (long long)worst);
     double lo = 1, hi = 0;
     for (int i = 0; i < 10000; i++) {
         double u = train_rng_uniform(&a);
@@ -176,8 +176,8 @@ static void test_options(void)
                  o.layers == 2 && o.hidden == 128 && o.seq_len == 128 && o.batch == 16 &&
                  o.steps == 1000 && o.device == PRNN_DEVICE_CPU && o.dtype == PRNN_DTYPE_F32,
              "no arguments: builtin task, 2 x 128 minGRU, T 128, B 16, 1000 steps, cpu f32");
-    tu_check(!strcmp(o.model_path, "out/model.safetensors") && !strcmp(o.state_path, "out/model.state") &&
-                 !strcmp(o.log_path, "out/log.tsv"),
+    tu_check(!strcmp(o.model_path, "out/model.safetensors") &&
+                 !strcmp(o.state_path, "out/model.state") && !strcmp(o.log_path, "out/log.tsv"),
              "default files: %s, %s, %s", o.model_path, o.state_path, o.log_path);
 
     rc = parse_words(&o, TRAIN_CMD_TRAIN,
@@ -203,16 +203,18 @@ static void test_options(void)
                  train_options_given(&o, "hidden") && !train_options_given(&o, "task"),
              "paths joined without a double slash; given() tracks the command line");
 
-    rc = parse_words(&o, TRAIN_CMD_SAMPLE,
-                     "--checkpoint m.safetensors --prompt Hello --length 50 --temperature 0 --top-k 5 --seed 3",
-                     err, sizeof err);
+    rc = parse_words(
+        &o, TRAIN_CMD_SAMPLE,
+        "--checkpoint m.safetensors --prompt Hello --length 50 --temperature 0 --top-k 5 --seed 3",
+        err, sizeof err);
     tu_check(rc == TRAIN_OPTS_OK && !strcmp(o.prompt, "Hello") && o.length == 50 &&
                  o.temperature == 0 && o.top_k == 5 && !strcmp(o.model_path, "m.safetensors") &&
                  !strcmp(o.state_path, "m.state"),
              "sample options");
     rc = parse_words(&o, TRAIN_CMD_EVAL, "--data held.txt --batch 2", err, sizeof err);
     tu_check(rc == TRAIN_OPTS_OK && o.task == TRAIN_TASK_TEXT && o.val_frac == 1.0 &&
-                 o.seq_len == 0 && o.eval_batches == 0 && !strcmp(o.model_path, "out/model.safetensors"),
+                 o.seq_len == 0 && o.eval_batches == 0 &&
+                 !strcmp(o.model_path, "out/model.safetensors"),
              "eval --data scores the whole file; seq-len left to the checkpoint");
     {
         char *argv[] = {"--prompt", "--not-an-option"};
@@ -220,7 +222,8 @@ static void test_options(void)
         tu_check(rc == TRAIN_OPTS_OK && !strcmp(o.prompt, "--not-an-option"),
                  "a --prompt may itself start with dashes");
     }
-    tu_check(parse_words(&o, TRAIN_CMD_TRAIN, "--steps 5 --help", err, sizeof err) == TRAIN_OPTS_HELP &&
+    tu_check(parse_words(&o, TRAIN_CMD_TRAIN, "--steps 5 --help", err, sizeof err) ==
+                     TRAIN_OPTS_HELP &&
                  parse_words(&o, TRAIN_CMD_EVAL, "-h", err, sizeof err) == TRAIN_OPTS_HELP,
              "--help and -h ask for help");
 
@@ -238,12 +241,18 @@ static void test_options(void)
     bad_option(TRAIN_CMD_TRAIN, "--lr -1", "--lr wants a number above 0");
     bad_option(TRAIN_CMD_TRAIN, "--lr nan", "--lr wants a number");
     bad_option(TRAIN_CMD_TRAIN, "--lr inf", "--lr wants a number");
-    bad_option(TRAIN_CMD_TRAIN, "--val-frac 0.6", "--val-frac wants a number above 0 and at most 0.5");
+    bad_option(TRAIN_CMD_TRAIN, "--val-frac 0.6",
+               "--val-frac wants a number above 0 and at most 0.5");
     bad_option(TRAIN_CMD_TRAIN, "--seed -1", "--seed wants an integer");
-    bad_option(TRAIN_CMD_TRAIN, "--cell lstm", "--cell wants mingru, minlstm, qrnn, sru or gilr-lstm");
+    bad_option(TRAIN_CMD_TRAIN, "--seed 0x", "--seed wants an integer");
+    rc = parse_words(&o, TRAIN_CMD_TRAIN, "--seed 010", err, sizeof err);
+    tu_check(rc == TRAIN_OPTS_OK && o.seed == 10, "--seed 010 is ten (decimal, not octal)");
+    bad_option(TRAIN_CMD_TRAIN, "--cell lstm",
+               "--cell wants mingru, minlstm, qrnn, sru or gilr-lstm");
     bad_option(TRAIN_CMD_TRAIN, "--device tpu", "--device wants cpu or cuda");
     bad_option(TRAIN_CMD_TRAIN, "--task copy", "--task wants builtin, text");
-    bad_option(TRAIN_CMD_TRAIN, "--prompt hi", "--prompt is an option of prnn sample, not of prnn train");
+    bad_option(TRAIN_CMD_TRAIN, "--prompt hi",
+               "--prompt is an option of prnn sample, not of prnn train");
     bad_option(TRAIN_CMD_SAMPLE, "--hidden 64", "--hidden is an option of prnn train");
     bad_option(TRAIN_CMD_TRAIN, "data.txt", "unexpected argument 'data.txt'");
     bad_option(TRAIN_CMD_TRAIN, "--resume=1", "--resume takes no value");
@@ -254,7 +263,8 @@ static void test_options(void)
     bad_option(TRAIN_CMD_TRAIN, "--task adding --data x.txt", "--data goes with --task text");
     bad_option(TRAIN_CMD_TRAIN, "--task adding --seq-len 3", "needs --seq-len of at least 4");
     bad_option(TRAIN_CMD_TRAIN, "--batch 65536 --seq-len 16777216", "more than 2^34 tokens");
-    bad_option(TRAIN_CMD_TRAIN, "--bidirectional --hidden 33", "--bidirectional needs an even --hidden");
+    bad_option(TRAIN_CMD_TRAIN, "--bidirectional --hidden 33",
+               "--bidirectional needs an even --hidden");
     bad_option(TRAIN_CMD_SAMPLE, "--top-k 257", "--top-k wants an integer from 0 to 256");
     bad_option(TRAIN_CMD_SAMPLE, "--temperature -0.5", "--temperature wants a number from 0");
     bad_option(TRAIN_CMD_TRAIN, "--dropout 1", "--dropout wants a number from 0 and at most 0.95");
@@ -355,7 +365,8 @@ static void test_text_data(void)
     write_bytes(tpath("tree/.hidden"), "hidden", 6);
     write_bytes(tpath("tree/bin.dat"), "ab\0cd", 5);
     write_bytes(tpath("zero.txt"), "", 0);
-    if (symlink(tpath("tree/a.txt"), tpath("tree/link")) != 0) printf("        (no symlink support)\n");
+    if (symlink(tpath("tree/a.txt"), tpath("tree/link")) != 0)
+        printf("        (no symlink support)\n");
 
     uint8_t *one = tu_malloc(3000);
     for (int i = 0; i < 3000; i++) one[i] = (uint8_t)('a' + tu_next() % 26);
@@ -367,9 +378,9 @@ static void test_text_data(void)
     train_data_config cfg = {TRAIN_TASK_TEXT, paths, 3, 0.25, 8, 2, TRAIN_ORDER_RANDOM, 1};
     int rc = train_data_open(&d, &cfg, &e);
     size_t la = strlen(a), lc = strlen(c);
-    int order_ok = rc == 0 && d.n_text == (int64_t)(la + lc + 3000 + 5) &&
-                   !memcmp(d.text, a, la) && !memcmp(d.text + la, c, lc) &&
-                   !memcmp(d.text + la + lc, one, 3000) && !memcmp(d.text + la + lc + 3000, "ab\0cd", 5);
+    int order_ok = rc == 0 && d.n_text == (int64_t)(la + lc + 3000 + 5) && !memcmp(d.text, a, la) &&
+                   !memcmp(d.text + la, c, lc) && !memcmp(d.text + la + lc, one, 3000) &&
+                   !memcmp(d.text + la + lc + 3000, "ab\0cd", 5);
     tu_check(order_ok && d.n_files == 4 && d.n_skipped == 1,
              "directory walk: sorted, recursive, hidden/links/binary skipped, explicit binary kept "
              "(%lld files, %lld skipped)",
@@ -390,12 +401,13 @@ static void test_text_data(void)
     const char *empty[] = {tpath("empty")};
     cfg.paths = empty;
     rc = train_data_open(&d, &cfg, &e);
-    tu_check(rc == TRAIN_IO_ERR_DATA && strstr(e.msg, "no text files"), "empty directory: %s", e.msg);
+    tu_check(rc == TRAIN_IO_ERR_DATA && strstr(e.msg, "no text files"), "empty directory: %s",
+             e.msg);
     const char *short_[] = {tpath("tree/a.txt")};
     cfg.paths = short_;
     rc = train_data_open(&d, &cfg, &e);
-    tu_check(rc == TRAIN_IO_ERR_DATA && strstr(e.msg, "--seq-len"), "text shorter than a window: %s",
-             e.msg);
+    tu_check(rc == TRAIN_IO_ERR_DATA && strstr(e.msg, "--seq-len"),
+             "text shorter than a window: %s", e.msg);
 
     /* batches from random windows: inside the training part, shifted
      * targets, deterministic, and resumable from a saved sampler */
@@ -444,7 +456,8 @@ static void test_text_data(void)
         }
     }
     tu_check(k == 299 && order && !memcmp(seen, d.text + 2701, 299),
-             "eval: %lld batches score the 299 validation targets once each, in order", (long long)nb);
+             "eval: %lld batches score the 299 validation targets once each, in order",
+             (long long)nb);
     train_data_eval(&d, 1, &b1);
     train_data_eval(&d, 1, &b2);
     tu_check(!memcmp(b1.x, b2.x, 64 * 4) && !memcmp(b1.mask, b2.mask, 64),
@@ -468,7 +481,8 @@ static void test_text_data(void)
     for (int i = 2; i < 42; i++) train_data_next(&d, &s1, &b1);
     tu_check(cont && b1.continues, "sequential: row r reads part r; next batch continues the row");
     train_data_next(&d, &s1, &b1);
-    tu_check(!b1.continues && b1.x[0] == d.text[0], "sequential: wraps to the start, continues = 0");
+    tu_check(!b1.continues && b1.x[0] == d.text[0],
+             "sequential: wraps to the start, continues = 0");
     train_data_free(&d);
     train_batch_free(&b1);
     train_batch_free(&b2);
@@ -477,7 +491,8 @@ static void test_text_data(void)
     /* builtin: opens, with a sensible unigram entropy */
     train_data_config bc = {TRAIN_TASK_BUILTIN, NULL, 0, 0.05, 128, 16, TRAIN_ORDER_RANDOM, 1};
     rc = train_data_open(&d, &bc, &e);
-    tu_check(rc == 0 && d.chance_loss > 2.5 && d.chance_loss < 3.5 && train_data_eval_batches(&d) > 0,
+    tu_check(rc == 0 && d.chance_loss > 2.5 && d.chance_loss < 3.5 &&
+                 train_data_eval_batches(&d) > 0,
              "builtin task: %s", d.describe);
     train_data_free(&d);
 }
@@ -512,7 +527,8 @@ static int64_t check_synthetic(const train_data *d, const train_batch *b)
         case TRAIN_TASK_DELAYED_RECALL: {
             int64_t L = T - K;
             ok &= x[L] == '|' && counted == K;
-            for (int64_t t = 0; t < K; t++) ok &= x[t] >= 'a' && x[t] < 'a' + 8 && m[L + t] && y[L + t] == x[t];
+            for (int64_t t = 0; t < K; t++)
+                ok &= x[t] >= 'a' && x[t] < 'a' + 8 && m[L + t] && y[L + t] == x[t];
             for (int64_t t = K; t < L; t++) ok &= x[t] == '.';
             break;
         }
@@ -542,7 +558,8 @@ static int64_t check_synthetic(const train_data *d, const train_batch *b)
 static void test_synthetic(void)
 {
     printf("-- synthetic tasks\n");
-    const train_task tasks[] = {TRAIN_TASK_SELECTIVE_COPY, TRAIN_TASK_ADDING, TRAIN_TASK_DELAYED_RECALL};
+    const train_task tasks[] = {TRAIN_TASK_SELECTIVE_COPY, TRAIN_TASK_ADDING,
+                                TRAIN_TASK_DELAYED_RECALL};
     const double chance[] = {log(16.0), 1.3968860421243985, log(8.0)};
     const int64_t Ts[] = {4, 5, 7, 64, 1000};
     for (int i = 0; i < 3; i++) {
@@ -550,7 +567,8 @@ static void test_synthetic(void)
         int opened = 1;
         double cl = 0;
         for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++) {
-            train_data_config c = {tasks[i], NULL, 0, 0.05, Ts[j], 8, TRAIN_ORDER_RANDOM, tu_next()};
+            train_data_config c = {tasks[i],           NULL,     0, 0.05, Ts[j], 8,
+                                   TRAIN_ORDER_RANDOM, tu_next()};
             train_data d;
             train_err e;
             if (train_data_open(&d, &c, &e)) {
@@ -635,8 +653,10 @@ static int json_ok(const char *s)
 static void test_json(void)
 {
     printf("-- JSON\n");
-    const char *doc = " {\"a\": [1, -2, 3.5e2, true, false, null], \"b\\u00e9\\n\": {\"c\": \"\\ud83d\\ude00x\"},"
-                      "\"big\": 9223372036854775807, \"neg\": -9223372036854775808, \"huge\": 9223372036854775808} ";
+    const char *doc =
+        " {\"a\": [1, -2, 3.5e2, true, false, null], \"b\\u00e9\\n\": {\"c\": \"\\ud83d\\ude00x\"},"
+        "\"big\": 9223372036854775807, \"neg\": -9223372036854775808, \"huge\": "
+        "9223372036854775808} ";
     train_json_doc d;
     char err[200];
     int rc = train_json_parse(&d, doc, (int64_t)strlen(doc), err, sizeof err);
@@ -647,12 +667,14 @@ static void test_json(void)
     const train_json *huge = train_json_get(d.root, "huge");
     tu_check(rc == 0 && a && a->n == 6 && a->child->is_int && a->child->i == 1 &&
                  a->child->next->i == -2 && !a->child->next->next->is_int &&
-                 a->child->next->next->num == 350.0 && a->child->next->next->next->type == TRAIN_JSON_TRUE,
+                 a->child->next->next->num == 350.0 &&
+                 a->child->next->next->next->type == TRAIN_JSON_TRUE,
              "arrays, integers, floats, literals");
-    tu_check(cc && cc->type == TRAIN_JSON_STRING && cc->len == 5 && !memcmp(cc->str, "\xf0\x9f\x98\x80x", 5),
+    tu_check(cc && cc->type == TRAIN_JSON_STRING && cc->len == 5 &&
+                 !memcmp(cc->str, "\xf0\x9f\x98\x80x", 5),
              "escapes and surrogate pairs decode to UTF-8");
-    tu_check(big && big->is_int && big->i == INT64_MAX && neg && neg->is_int && neg->i == INT64_MIN &&
-                 huge && !huge->is_int,
+    tu_check(big && big->is_int && big->i == INT64_MAX && neg && neg->is_int &&
+                 neg->i == INT64_MIN && huge && !huge->is_int,
              "int64 limits exact; beyond them not an integer");
     train_json_free(&d);
 
@@ -787,7 +809,8 @@ static void test_safetensors(void)
     train_st_free(&f);
 
     /* refused writes */
-    train_st_tensor dup[] = {{"x", TRAIN_ST_F32, 1, {5}, bias, 0}, {"x", TRAIN_ST_F32, 1, {5}, bias, 0}};
+    train_st_tensor dup[] = {{"x", TRAIN_ST_F32, 1, {5}, bias, 0},
+                             {"x", TRAIN_ST_F32, 1, {5}, bias, 0}};
     tu_check(train_st_write(tpath("dup.safetensors"), dup, 2, NULL, 0, &e) == TRAIN_IO_ERR_ARG,
              "writer refuses duplicate names: %s", e.msg);
     train_st_tensor neg[] = {{"x", TRAIN_ST_F32, 1, {-1}, bias, 0}};
@@ -815,7 +838,8 @@ static void test_safetensors(void)
     for (int k = 0; k < 3000; k++) {
         memcpy(copy, raw, (size_t)n);
         int flips = 1 + (int)(tu_next() % 4);
-        for (int j = 0; j < flips; j++) copy[tu_next() % (uint64_t)n] ^= (uint8_t)(1 + tu_next() % 255);
+        for (int j = 0; j < flips; j++)
+            copy[tu_next() % (uint64_t)n] ^= (uint8_t)(1 + tu_next() % 255);
         train_st_file g;
         if (train_st_parse(&g, copy, n, "flip", &e) == 0) {
             for (int64_t i = 0; i < g.n_tensors; i++) {
@@ -860,37 +884,51 @@ static void test_safetensors(void)
     expect_st("array.safetensors", TRAIN_IO_ERR_JSON, "not an object");
     write_st("metanum.safetensors", "{\"__metadata__\":{\"k\":1}}", NULL, 0);
     expect_st("metanum.safetensors", TRAIN_IO_ERR_JSON, "not a string");
-    write_st("dtype.safetensors", "{\"a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", two, 8);
+    write_st("dtype.safetensors",
+             "{\"a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", two, 8);
     expect_st("dtype.safetensors", TRAIN_IO_ERR_DTYPE, "F33");
-    write_st("negshape.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", two, 8);
+    write_st("negshape.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", two, 8);
     expect_st("negshape.safetensors", TRAIN_IO_ERR_JSON, "shape");
-    write_st("fracshape.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", two, 8);
+    write_st("fracshape.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", two, 8);
     expect_st("fracshape.safetensors", TRAIN_IO_ERR_JSON, "shape");
     write_st("bigshape.safetensors",
-             "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,8]}}", two, 8);
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,8]}}",
+             two, 8);
     expect_st("bigshape.safetensors", TRAIN_IO_ERR_SIZE, "overflows");
-    write_st("nodims.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", two, 4);
+    write_st("nodims.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
+             two, 4);
     expect_st("nodims.safetensors", TRAIN_IO_ERR_JSON, "at most 8");
     write_st("missingfield.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", two, 8);
     expect_st("missingfield.safetensors", TRAIN_IO_ERR_JSON, "data_offsets");
-    write_st("extrafield.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", two, 8);
+    write_st("extrafield.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", two, 8);
     expect_st("extrafield.safetensors", TRAIN_IO_ERR_JSON, "unknown field");
-    write_st("backwards.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", two, 8);
+    write_st("backwards.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", two, 8);
     expect_st("backwards.safetensors", TRAIN_IO_ERR_OFFSETS, "not an interval");
-    write_st("span.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", two, 8);
+    write_st("span.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}",
+             two, 8);
     expect_st("span.safetensors", TRAIN_IO_ERR_OFFSETS, "span 8 bytes");
-    write_st("beyond.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", two, 8);
+    write_st("beyond.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", two, 8);
     expect_st("beyond.safetensors", TRAIN_IO_ERR_TRUNCATED, "ends at data byte 12");
     write_st("hugeoff.safetensors",
-             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[9223372036854775806,9223372036854775807]}}", two, 8);
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[9223372036854775806,"
+             "9223372036854775807]}}",
+             two, 8);
     expect_st("hugeoff.safetensors", TRAIN_IO_ERR_TRUNCATED, "ends at data byte");
     write_st("overlap.safetensors",
              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
              "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", two, 8);
     expect_st("overlap.safetensors", TRAIN_IO_ERR_OFFSETS, "overlap");
-    write_st("gap.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", two, 8);
+    write_st("gap.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+             two, 8);
     expect_st("gap.safetensors", TRAIN_IO_ERR_OFFSETS, "gap");
-    write_st("trailing.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", two, 8);
+    write_st("trailing.safetensors",
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", two, 8);
     expect_st("trailing.safetensors", TRAIN_IO_ERR_SIZE, "after the last tensor");
     write_st("dupkey.safetensors",
              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
@@ -1070,7 +1108,8 @@ static void test_state(void)
     hw.fail = 0;
     rc = train_atomic_write(target, write_half, &hw, &e);
     after = read_bytes(target, &n2);
-    tu_check(rc == 0 && n2 == 39 && !memcmp(after, "NEW CONTENT", 11) && count_temporaries(tmpdir) == 0,
+    tu_check(rc == 0 && n2 == 39 && !memcmp(after, "NEW CONTENT", 11) &&
+                 count_temporaries(tmpdir) == 0,
              "successful write replaces the file whole");
     free(after);
     rc = train_atomic_write(tpath("no/such/dir/file"), write_half, &hw, &e);
@@ -1090,10 +1129,11 @@ static void test_metadata(void)
     printf("-- configuration in checkpoint metadata\n");
     train_options o;
     char err[512];
-    int rc = parse_words(&o, TRAIN_CMD_TRAIN,
-                         "--cell sru --layers 3 --hidden 64 --norm layer --dropout 0.25 --data a.txt "
-                         "--data b.txt --val-frac 0.125 --seq-len 77 --seed 99 --data-order sequential",
-                         err, sizeof err);
+    int rc =
+        parse_words(&o, TRAIN_CMD_TRAIN,
+                    "--cell sru --layers 3 --hidden 64 --norm layer --dropout 0.25 --data a.txt "
+                    "--data b.txt --val-frac 0.125 --seq-len 77 --seed 99 --data-order sequential",
+                    err, sizeof err);
     train_meta m = {0};
     rc |= train_options_metadata(&o, &m);
     rc |= train_meta_set(&m, "step", "500");
@@ -1183,7 +1223,8 @@ static void test_log(void)
              "row contents (loss, bits per byte, grad norm, lr, ms, tok/s)");
     free(text);
     rc = train_log_open(&l, tpath("no/dir/log.tsv"), 0, NULL, &e);
-    tu_check(rc == TRAIN_IO_ERR_OPEN && strstr(e.msg, "no/dir/log.tsv"), "unwritable log: %s", e.msg);
+    tu_check(rc == TRAIN_IO_ERR_OPEN && strstr(e.msg, "no/dir/log.tsv"), "unwritable log: %s",
+             e.msg);
 
     char b[160];
     tu_check(!strcmp(train_fmt_duration(b, sizeof b, 45.2), "45s") &&
@@ -1205,7 +1246,8 @@ static void test_log(void)
                  strstr(b, "eta 44s"),
              "progress line: %s", b);
     train_fmt_eval(b, sizeof b, 1000, 1.0);
-    tu_check(strstr(b, "1.4427 bits/byte") == NULL && strstr(b, "1.443 bits/byte"), "eval line: %s", b);
+    tu_check(strstr(b, "1.4427 bits/byte") == NULL && strstr(b, "1.443 bits/byte"), "eval line: %s",
+             b);
 }
 
 /* ------------------------------------------------------------------------ */

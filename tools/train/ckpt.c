@@ -161,7 +161,8 @@ int train_st_write(const char *path, const train_st_tensor *tensors, int64_t n_t
 {
     if (!path) return train_err_set(e, TRAIN_IO_ERR_ARG, "safetensors: no path");
     if (!train_host_is_little_endian()) {
-        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: safetensors needs a little-endian host", path);
+        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: safetensors needs a little-endian host",
+                             path);
     }
     if (n_tensors < 0 || n_meta < 0 || (n_tensors && !tensors) || (n_meta && !meta)) {
         return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: bad tensor or metadata list", path);
@@ -231,7 +232,8 @@ int train_st_write(const char *path, const train_st_tensor *tensors, int64_t n_t
         if (n_meta || i) sb_puts(&h, ",");
         sb_json_string(&h, t->name);
         sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", train_st_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++) sb_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        for (int d = 0; d < t->ndim; d++)
+            sb_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
         if (nbytes[i] > INT64_MAX - offset) {
             rc = train_err_set(e, TRAIN_IO_ERR_ARG, "%s: total tensor bytes overflow", path);
             goto done;
@@ -289,8 +291,9 @@ static int parse_tensor(const train_json *v, const char *label, const uint8_t *d
     const char *name = v->key;
     t->name = name;
     if (v->type != TRAIN_JSON_OBJECT) {
-        return train_err_set(e, TRAIN_IO_ERR_JSON, "%s: header entry '%.80s' is a %s, not an object",
-                             label, name, train_json_type_name(v->type));
+        return train_err_set(e, TRAIN_IO_ERR_JSON,
+                             "%s: header entry '%.80s' is a %s, not an object", label, name,
+                             train_json_type_name(v->type));
     }
     const train_json *dt = NULL, *sh = NULL, *off = NULL;
     for (const train_json *c = v->child; c; c = c->next) {
@@ -298,8 +301,9 @@ static int parse_tensor(const train_json *v, const char *label, const uint8_t *d
         else if (!strcmp(c->key, "shape")) sh = c;
         else if (!strcmp(c->key, "data_offsets")) off = c;
         else {
-            return train_err_set(e, TRAIN_IO_ERR_JSON, "%s: tensor '%.80s' has an unknown field '%.40s'",
-                                 label, name, c->key);
+            return train_err_set(e, TRAIN_IO_ERR_JSON,
+                                 "%s: tensor '%.80s' has an unknown field '%.40s'", label, name,
+                                 c->key);
         }
     }
     if (!dt || !sh || !off) {
@@ -330,8 +334,8 @@ static int parse_tensor(const train_json *v, const char *label, const uint8_t *d
         t->shape[d] = c->i;
     }
     if (shape_bytes(t->dtype, t->ndim, t->shape, &t->nbytes)) {
-        return train_err_set(e, TRAIN_IO_ERR_SIZE, "%s: tensor '%.80s': shape overflows 64-bit sizes",
-                             label, name);
+        return train_err_set(e, TRAIN_IO_ERR_SIZE,
+                             "%s: tensor '%.80s': shape overflows 64-bit sizes", label, name);
     }
     if (off->type != TRAIN_JSON_ARRAY || off->n != 2 || off->child->type != TRAIN_JSON_NUMBER ||
         off->child->next->type != TRAIN_JSON_NUMBER || !off->child->is_int ||
@@ -353,10 +357,11 @@ static int parse_tensor(const train_json *v, const char *label, const uint8_t *d
     }
     if (end - begin != t->nbytes) {
         char s[200];
-        return train_err_set(e, TRAIN_IO_ERR_OFFSETS,
-                             "%s: tensor '%.80s': data_offsets span %lld bytes but %s %s needs %lld",
-                             label, name, (long long)(end - begin), dtypes[t->dtype].name,
-                             fmt_shape(s, sizeof s, t->ndim, t->shape), (long long)t->nbytes);
+        return train_err_set(
+            e, TRAIN_IO_ERR_OFFSETS,
+            "%s: tensor '%.80s': data_offsets span %lld bytes but %s %s needs %lld", label, name,
+            (long long)(end - begin), dtypes[t->dtype].name,
+            fmt_shape(s, sizeof s, t->ndim, t->shape), (long long)t->nbytes);
     }
     t->data = data + begin;
     return TRAIN_IO_OK;
@@ -395,8 +400,9 @@ int train_st_parse(train_st_file *f, const uint8_t *buf, int64_t n, const char *
 
     char jerr[256];
     if (train_json_parse(&f->doc, (const char *)buf + 8, (int64_t)hl, jerr, sizeof jerr)) {
-        return train_err_set(e, TRAIN_IO_ERR_JSON, "%s: bad JSON header: %s (file offset = header offset + 8)",
-                             label, jerr);
+        return train_err_set(e, TRAIN_IO_ERR_JSON,
+                             "%s: bad JSON header: %s (file offset = header offset + 8)", label,
+                             jerr);
     }
     int rc = TRAIN_IO_OK;
     const train_json *root = f->doc.root;
@@ -475,7 +481,8 @@ int train_st_read(train_st_file *f, const char *path, train_err *e)
 {
     memset(f, 0, sizeof *f);
     if (!train_host_is_little_endian()) {
-        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: safetensors needs a little-endian host", path);
+        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: safetensors needs a little-endian host",
+                             path);
     }
     uint8_t *buf;
     int64_t n;
@@ -526,9 +533,10 @@ int train_st_load(const train_st_file *f, const train_st_slot *slots, int64_t n_
                                  label, s->name);
         }
         if (t->dtype != s->dtype) {
-            return train_err_set(e, TRAIN_IO_ERR_DTYPE, "%s: tensor '%s' is %s, the model expects %s",
-                                 label, s->name, train_st_dtype_name(t->dtype),
-                                 train_st_dtype_name(s->dtype) ? train_st_dtype_name(s->dtype) : "?");
+            return train_err_set(
+                e, TRAIN_IO_ERR_DTYPE, "%s: tensor '%s' is %s, the model expects %s", label,
+                s->name, train_st_dtype_name(t->dtype),
+                train_st_dtype_name(s->dtype) ? train_st_dtype_name(s->dtype) : "?");
         }
         int same = t->ndim == s->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == s->shape[d];
@@ -626,7 +634,8 @@ int train_state_write(const char *path, const train_state *s, train_err *e)
 {
     if (!path || !s) return train_err_set(e, TRAIN_IO_ERR_ARG, "state: no path or state");
     if (!train_host_is_little_endian()) {
-        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: the state file needs a little-endian host", path);
+        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: the state file needs a little-endian host",
+                             path);
     }
     if (!state_values_ok(s) || (s->n_params && (!s->m || !s->v))) {
         return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: state with negative counters or no moments",
@@ -658,8 +667,9 @@ int train_state_parse(train_state *s, const uint8_t *buf, int64_t n, const char 
                              label);
     }
     if (n < 16) {
-        return train_err_set(e, TRAIN_IO_ERR_TRUNCATED, "%s: %lld bytes, shorter than the header (truncated)",
-                             label, (long long)n);
+        return train_err_set(e, TRAIN_IO_ERR_TRUNCATED,
+                             "%s: %lld bytes, shorter than the header (truncated)", label,
+                             (long long)n);
     }
     uint32_t version = train_get_u32(buf + 8), header = train_get_u32(buf + 12);
     if (version != TRAIN_STATE_VERSION) {
@@ -735,11 +745,13 @@ int train_state_read(train_state *s, const char *path, train_err *e)
 {
     memset(s, 0, sizeof *s);
     if (!train_host_is_little_endian()) {
-        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: the state file needs a little-endian host", path);
+        return train_err_set(e, TRAIN_IO_ERR_ARG, "%s: the state file needs a little-endian host",
+                             path);
     }
     uint8_t *buf;
     int64_t n;
-    int rc = train_read_file(path, TRAIN_STATE_HEADER + 8 * TRAIN_STATE_MAX_PARAMS + 8, &buf, &n, e);
+    int rc =
+        train_read_file(path, TRAIN_STATE_HEADER + 8 * TRAIN_STATE_MAX_PARAMS + 8, &buf, &n, e);
     if (rc) return rc;
     rc = train_state_parse(s, buf, n, path, e);
     free(buf);

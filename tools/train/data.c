@@ -282,7 +282,8 @@ int train_data_open(train_data *d, const train_data_config *cfg, train_err *e)
     d->cfg.n_paths = 0;
     const int64_t T = cfg->T, B = cfg->B;
     if (T < 1 || B < 1 || B > TRAIN_MAX_BATCH_TOKENS / T) {
-        return train_err_set(e, TRAIN_IO_ERR_ARG, "data: batch %lld x sequence length %lld is out of range",
+        return train_err_set(e, TRAIN_IO_ERR_ARG,
+                             "data: batch %lld x sequence length %lld is out of range",
                              (long long)B, (long long)T);
     }
     if ((int)cfg->task < 0 || cfg->task >= TRAIN_TASK_COUNT_) {

@@ -6,10 +6,10 @@
  * Every task is next-token prediction over a vocabulary of 256 (bytes), so
  * one model interface serves them all: the model reads x[b][0..t] and is
  * scored on predicting y[b][t] wherever mask[b][t] is 1; elsewhere y is -1,
- * the value prnn_model_forward ignores, so y goes to the model as it is. For text, a batch
- * row is a window of T+1 consecutive bytes w: x = w[0..T), y = w[1..T+1),
- * and the mask is all ones. For the synthetic tasks the row is one example
- * and the mask selects the answer positions only.
+ * the target prnn_model_forward ignores, so y goes to the model as it is.
+ * For text, a batch row is a window of T+1 consecutive bytes w:
+ * x = w[0..T), y = w[1..T+1), and the mask is all ones. For the synthetic
+ * tasks the row is one example and the mask selects the answers only.
  *
  * Text sources. One file, several files, or directory trees, concatenated in
  * the order given (a directory's entries in byte order of their names,

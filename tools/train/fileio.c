@@ -174,7 +174,8 @@ int train_atomic_write(const char *path, train_write_fn fn, void *ctx, train_err
     (void)fchmod(fd, 0644);
     FILE *f = fdopen(fd, "wb");
     if (!f) {
-        int rc = train_err_set(e, TRAIN_IO_ERR_WRITE, "%s: fdopen failed: %s", path, strerror(errno));
+        int rc =
+            train_err_set(e, TRAIN_IO_ERR_WRITE, "%s: fdopen failed: %s", path, strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
@@ -221,7 +222,8 @@ int train_make_dirs(const char *path, train_err *e)
             rc = train_err_set(e, TRAIN_IO_ERR_WRITE, "%s: cannot create directory %s: %s", path, p,
                                strerror(errno));
         } else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            rc = train_err_set(e, TRAIN_IO_ERR_WRITE, "%s: %s exists and is not a directory", path, p);
+            rc = train_err_set(e, TRAIN_IO_ERR_WRITE, "%s: %s exists and is not a directory", path,
+                               p);
         }
         p[i] = saved;
     }

@@ -126,7 +126,8 @@ const char *train_fmt_progress(char *buf, size_t n, const train_progress *p)
     double left = per_step >= 0 ? per_step * (double)(p->steps - p->step) : -1.0;
     int width = 1;
     for (int64_t s = p->steps; s >= 10; s /= 10) width++;
-    snprintf(buf, n, "step %*lld/%lld | loss %.4f | gnorm %.3f | lr %.2e | %.1f ms | %s tok/s | eta %s",
+    snprintf(buf, n,
+             "step %*lld/%lld | loss %.4f | gnorm %.3f | lr %.2e | %.1f ms | %s tok/s | eta %s",
              width, (long long)p->step, (long long)p->steps, p->loss, p->grad_norm, p->lr,
              p->ms_per_step, train_fmt_si(tok, sizeof tok, p->tokens_per_s),
              train_fmt_duration(eta, sizeof eta, left));

@@ -33,7 +33,8 @@ static const named cell_names[] = {
 };
 static const named norm_names[] = {{"rms", PRNN_NORM_RMS}, {"layer", PRNN_NORM_LAYER}, {NULL, 0}};
 static const named dtype_names[] = {{"f32", PRNN_DTYPE_F32}, {"bf16", PRNN_DTYPE_BF16}, {NULL, 0}};
-static const named device_names[] = {{"cpu", PRNN_DEVICE_CPU}, {"cuda", PRNN_DEVICE_CUDA}, {NULL, 0}};
+static const named device_names[] = {
+    {"cpu", PRNN_DEVICE_CPU}, {"cuda", PRNN_DEVICE_CUDA}, {NULL, 0}};
 static const named task_names[] = {
     {"builtin", TRAIN_TASK_BUILTIN},
     {"text", TRAIN_TASK_TEXT},
@@ -207,6 +208,11 @@ static const opt_spec specs[] = {
      "directory for model.safetensors (weights), model.state (optimizer and data position) and "
      "log.tsv; created when missing",
      "out"},
+    {"stop-after", K_I64, FOR_TRAIN, "Evaluation and output", "N", 0, TRILLION, 0,
+     OFF(stop_after), NULL,
+     "end this invocation after N steps with a checkpoint, as an interruption would (the "
+     "schedule still runs to --steps); --resume continues. For time-sliced jobs",
+     "0 (off)"},
     {"resume", K_FLAG, FOR_TRAIN, "Evaluation and output", NULL, 0, 0, 0, OFF(resume), NULL,
      "continue the run saved in --out exactly where it stopped; give the same options", "off"},
     {"log", K_PATH, FOR_TRAIN, "Evaluation and output", "FILE", 0, 0, 0, OFF(log_path), NULL,
@@ -304,7 +310,8 @@ void train_options_free(train_options *o)
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                  */
 
-static int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
@@ -352,9 +359,13 @@ static int parse_i64(const char *s, int64_t *out)
 static int parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || !(*s >= '0' && *s <= '9')) return -1;
+    /* decimal, or hexadecimal after 0x; never octal, which would make a
+     * seed of 010 mean 8 */
+    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    if (hex && !s[2]) return -1;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
     if (errno || *end) return -1;
     *out = v;
     return 0;
@@ -429,8 +440,9 @@ static int set_value(train_options *o, const opt_spec *sp, const char *val, cons
     case K_DATA:
         if (!*val) return errf(err, errlen, "prnn %s: --data wants a path, got ''", cmd);
         if (o->n_data >= TRAIN_MAX_PATHS) {
-            return errf(err, errlen, "prnn %s: more than %d --data paths (name a directory instead)",
-                        cmd, TRAIN_MAX_PATHS);
+            return errf(err, errlen,
+                        "prnn %s: more than %d --data paths (name a directory instead)", cmd,
+                        TRAIN_MAX_PATHS);
         }
         o->data[o->n_data++] = val;
         return 0;
@@ -492,7 +504,8 @@ static int check_options(train_options *o, const char *cmd, char *err, size_t er
                         cmd, (long long)o->hidden);
         }
         if (o->min_lr > o->lr) {
-            return errf(err, errlen, "prnn %s: --min-lr %g is above --lr %g", cmd, o->min_lr, o->lr);
+            return errf(err, errlen, "prnn %s: --min-lr %g is above --lr %g", cmd, o->min_lr,
+                        o->lr);
         }
         if (o->warmup > o->steps) {
             return errf(err, errlen, "prnn %s: --warmup %lld is longer than --steps %lld", cmd,
@@ -507,13 +520,13 @@ static int check_options(train_options *o, const char *cmd, char *err, size_t er
         o->val_frac = 1.0; /* every byte of the given files is scored */
     }
     if (o->dtype == PRNN_DTYPE_BF16 && o->device != PRNN_DEVICE_CUDA) {
-        return errf(err, errlen, "prnn %s: --dtype bf16 needs --device cuda (the CPU computes in f32)",
-                    cmd);
+        return errf(err, errlen,
+                    "prnn %s: --dtype bf16 needs --device cuda (the CPU computes in f32)", cmd);
     }
     if (o->seq_len > 0 && o->batch > ((int64_t)1 << 34) / o->seq_len) {
         return errf(err, errlen,
-                    "prnn %s: --batch %lld x --seq-len %lld is more than 2^34 tokens per batch", cmd,
-                    (long long)o->batch, (long long)o->seq_len);
+                    "prnn %s: --batch %lld x --seq-len %lld is more than 2^34 tokens per batch",
+                    cmd, (long long)o->batch, (long long)o->seq_len);
     }
     if (o->command == TRAIN_CMD_TRAIN) {
         join_path(o->model_path, o->out_dir, "model.safetensors");
@@ -540,9 +553,10 @@ int train_options_parse(train_options *o, train_command cmd, int argc, char *con
         if (!a) return errf(err, errlen, "prnn %s: a NULL argument", cn);
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return TRAIN_OPTS_HELP;
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
-            return errf(err, errlen,
-                        "prnn %s: unexpected argument '%s' (options start with --; see prnn %s --help)",
-                        cn, a, cn);
+            return errf(
+                err, errlen,
+                "prnn %s: unexpected argument '%s' (options start with --; see prnn %s --help)", cn,
+                a, cn);
         }
         const char *name = a + 2;
         const char *eq = strchr(name, '=');
@@ -715,10 +729,11 @@ train_data_config train_options_data_config(const train_options *o)
 uint64_t train_options_model_hash(const train_options *o)
 {
     char s[256];
-    int n = snprintf(s, sizeof s,
-                     "prnn-model-v1;cell=%s;layers=%lld;hidden=%lld;bidirectional=%d;norm=%s;vocab=%d",
-                     name_of(cell_names, (int)o->cell), (long long)o->layers, (long long)o->hidden,
-                     o->bidirectional ? 1 : 0, name_of(norm_names, (int)o->norm), TRAIN_VOCAB);
+    int n =
+        snprintf(s, sizeof s,
+                 "prnn-model-v1;cell=%s;layers=%lld;hidden=%lld;bidirectional=%d;norm=%s;vocab=%d",
+                 name_of(cell_names, (int)o->cell), (long long)o->layers, (long long)o->hidden,
+                 o->bidirectional ? 1 : 0, name_of(norm_names, (int)o->norm), TRAIN_VOCAB);
     return train_fnv1a64(TRAIN_FNV1A64_INIT, s, n);
 }
 
@@ -817,7 +832,8 @@ static int meta_i64(const train_st_file *f, const char *label, const char *key, 
 {
     const char *v = train_st_meta(f, key);
     int64_t x;
-    if (!v) return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata '%s' is missing", label, key);
+    if (!v)
+        return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata '%s' is missing", label, key);
     if (parse_i64(v, &x) || x < lo || x > hi) {
         return train_err_set(e, TRAIN_IO_ERR_VALUE,
                              "%s: metadata '%s' = '%.40s' is not an integer from %lld to %lld",
@@ -831,7 +847,8 @@ static int meta_enum(const train_st_file *f, const char *label, const char *key,
                      int *out, train_err *e)
 {
     const char *v = train_st_meta(f, key);
-    if (!v) return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata '%s' is missing", label, key);
+    if (!v)
+        return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata '%s' is missing", label, key);
     if (lookup(t, v, out)) {
         char names[200];
         return train_err_set(e, TRAIN_IO_ERR_VALUE, "%s: metadata '%s' = '%.40s' is not %s", label,
@@ -851,8 +868,9 @@ int train_options_from_checkpoint(train_options *o, const train_st_file *f, trai
     }
     const char *ver = train_st_meta(f, "format_version");
     if (!ver || strcmp(ver, "1")) {
-        return train_err_set(e, TRAIN_IO_ERR_VERSION, "%s: checkpoint format version '%.20s', this program reads 1",
-                             label, ver ? ver : "(missing)");
+        return train_err_set(e, TRAIN_IO_ERR_VERSION,
+                             "%s: checkpoint format version '%.20s', this program reads 1", label,
+                             ver ? ver : "(missing)");
     }
     int64_t layers, hidden, bidir, vocab, seq_len;
     int cell, task, order, norm;
@@ -879,14 +897,15 @@ int train_options_from_checkpoint(train_options *o, const train_st_file *f, trai
     double val_frac;
     uint64_t seed_v;
     if (!vf || parse_f64(vf, &val_frac) || !(val_frac > 0 && val_frac <= 1)) {
-        return train_err_set(e, TRAIN_IO_ERR_VALUE, "%s: metadata 'val_frac' is missing or not in (0, 1]",
-                             label);
+        return train_err_set(e, TRAIN_IO_ERR_VALUE,
+                             "%s: metadata 'val_frac' is missing or not in (0, 1]", label);
     }
     if (!seed || parse_u64(seed, &seed_v)) {
-        return train_err_set(e, TRAIN_IO_ERR_VALUE, "%s: metadata 'seed' is missing or not an integer",
-                             label);
+        return train_err_set(e, TRAIN_IO_ERR_VALUE,
+                             "%s: metadata 'seed' is missing or not an integer", label);
     }
-    if (!data) return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata 'data' is missing", label);
+    if (!data)
+        return train_err_set(e, TRAIN_IO_ERR_CONFIG, "%s: metadata 'data' is missing", label);
     if (task == TRAIN_TASK_TEXT && !*data) {
         return train_err_set(e, TRAIN_IO_ERR_VALUE, "%s: a text task without 'data' paths", label);
     }

@@ -74,10 +74,12 @@ typedef struct train_options {
     int64_t eval_batches;  /* eval: 0 = the whole validation text */
     int64_t ckpt_interval; /* 0 = save only at the end */
     int resume;
+    int64_t stop_after;    /* end this invocation after N steps (0 = off) */
 
     /* files */
     char out_dir[TRAIN_PATH_MAX];    /* the trainer creates it (train_make_dirs) */
-    char model_path[TRAIN_PATH_MAX]; /* train: <out>/model.safetensors; sample, eval: --checkpoint */
+    char
+        model_path[TRAIN_PATH_MAX]; /* train: <out>/model.safetensors; sample, eval: --checkpoint */
     char state_path[TRAIN_PATH_MAX]; /* the state file next to model_path */
     char log_path[TRAIN_PATH_MAX];   /* --log, or <out>/log.tsv */
 

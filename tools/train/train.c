@@ -69,7 +69,7 @@ static int parse_or_exit(train_options *o, train_command cmd, int argc, char **a
         return 0;
     }
     if (r != TRAIN_OPTS_OK) {
-        fprintf(stderr, "%s\n(see prnn %s --help)\n", err, train_command_name(cmd));
+        fprintf(stderr, "%s\n", err);
         *rc = 2;
         return 0;
     }
@@ -489,6 +489,7 @@ int train_cmd_train(int argc, char **argv)
     trainer *t = &tr;
     train_batch hb;
     memset(&hb, 0, sizeof hb);
+    void (*prev_handler)(int) = SIG_ERR;
     if (!parse_or_exit(&t->o, TRAIN_CMD_TRAIN, argc, argv, &rc)) return rc;
     const train_options *o = &t->o;
     const int64_t B = o->batch, T = o->seq_len;
@@ -544,7 +545,8 @@ int train_cmd_train(int argc, char **argv)
         goto done;
     }
     print_config(t);
-    signal(SIGINT, on_sigint);
+    g_stop = 0;
+    prev_handler = signal(SIGINT, on_sigint);
 
     const double t0 = train_clock_seconds();
     int64_t done_here = 0;
@@ -606,6 +608,7 @@ int train_cmd_train(int argc, char **argv)
             goto done;
         }
 
+        if (o->stop_after && done_here >= o->stop_after) g_stop = 1;
         const int last = t->st.step == o->steps || g_stop;
         if ((o->eval_interval && t->st.step % o->eval_interval == 0) || last) {
             double val = 0;
@@ -629,8 +632,7 @@ int train_cmd_train(int argc, char **argv)
             printf("saved %s at step %lld\n", o->model_path, (long long)t->st.step);
         }
         if (g_stop) {
-            printf("interrupted: stopped after step %lld; continue with --resume\n",
-                   (long long)t->st.step);
+            printf("stopped after step %lld; continue with --resume\n", (long long)t->st.step);
             break;
         }
     }
@@ -641,6 +643,7 @@ int train_cmd_train(int argc, char **argv)
     }
     rc = 0;
 done:
+    if (prev_handler != SIG_ERR) signal(SIGINT, prev_handler);
     if (t->log.f && train_log_close(&t->log, &e) != TRAIN_IO_OK) {
         fprintf(stderr, "prnn train: %s\n", e.msg);
         rc = 1;
