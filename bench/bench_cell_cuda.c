@@ -44,8 +44,10 @@
  * gate groups, N = B*T*H.
  *
  * Usage: prnn_bench_cell [--quick] [--dtype f32|bf16|all] [--cell NAME|all]
+ *                        [--shape BxTxH]
  *   NAME: mingru, minlstm, qrnn-fo-w1, qrnn-fo-w2, sru, gilr-lstm.
- *   --quick: T = 1K only, fewer repetitions.
+ *   --quick: T = 1K only, fewer repetitions. --shape: that one shape
+ *   (D = H) instead of the three.
  * Each configuration has a time budget (skipped when one step is too slow)
  * and a watchdog ends the program if a call hangs.
  */
@@ -410,10 +412,11 @@ static void run_ref(config *c, const gemm_op *g)
 {
     const cudaDataType_t ab = c->dt == PRNN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
     const cudaDataType_t ct = g->c == PRNN_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16BF;
-    const void *A = c->dP;                                          /* BT*GH >= M*K */
-    const void *B = g->K * g->N <= c->P ? c->params : c->P_;        /* K*N */
-    void *C = g->c == PRNN_DTYPE_F32 ? (void *)c->dparams           /* M*N <= P */
-              : g->M * g->N <= c->BT * c->D ? c->dx : c->P_;
+    /* A: dP holds BT*GH >= M*K elements; B: params (P elements) or P
+     * (BT*GH); C: dparams (P floats: fits any dtype), dx (BT*D) or P. */
+    const void *A = c->dP;
+    const void *B = g->K * g->N <= c->P ? c->params : c->P_;
+    void *C = g->M * g->N <= c->P ? (void *)c->dparams : g->M * g->N <= c->BT * c->D ? c->dx : c->P_;
     const float one = 1.0f, beta = (float)g->beta;
     /* row-major C = A B is column-major C^T = B^T A^T */
     CUBLAS_CHECK(cublasGemmEx(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->N, (int)g->M, (int)g->K, &one,
@@ -479,7 +482,7 @@ static void run_passes(config *c, pass_acc *acc)
     const int og = c->d.type == PRNN_CELL_QRNN || c->gilr; /* y reads o */
     acc->bytes = 0;
     acc->count = 0;
-    acc->list[0] = '\0';
+    if (acc->listing) acc->list[0] = '\0';
 
     /* forward */
     if (c->w2) {
@@ -621,7 +624,7 @@ static int reps_for(double ms, int quick)
 typedef struct {
     const char *cell;
     prnn_dtype dt;
-    int64_t T;
+    int64_t B, T;
     int skipped;
     double step, fwd, bwd, gemm, ref, passes, rest_bytes, gemm_flops;
 } result;
@@ -637,13 +640,12 @@ static void print_header(void)
            "rest ms", "GB", "%bw", "x roof", "passes", "x roof");
 }
 
-static void run_config(const bcell *cl, prnn_ctx *ctx, prnn_dtype dt, int64_t T, int quick,
-                       double bw, int list_passes)
+static void run_config(const bcell *cl, prnn_ctx *ctx, prnn_dtype dt, int64_t B, int64_t T,
+                       int64_t H, int quick, double bw, int list_passes)
 {
-    const int64_t B = 16, H = 1024;
     config c;
     config_init(&c, cl, ctx, dt, B, T, H);
-    result r = {cl->name, dt, T, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    result r = {cl->name, dt, B, T, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     size_t fr = 0, tot = 0;
     CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
     if (config_bytes(&c) > 0.9 * (double)fr) {
@@ -720,6 +722,7 @@ static void run_config(const bcell *cl, prnn_ctx *ctx, prnn_dtype dt, int64_t T,
 int main(int argc, char **argv)
 {
     int quick = 0, dt_mask = 3, cell_mask = (1 << N_CELLS) - 1, bad = 0;
+    long long oB = 16, oT = 0, oH = 1024;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = 1;
@@ -733,12 +736,15 @@ int main(int argc, char **argv)
             for (int k = 0; k < N_CELLS; k++)
                 if (!strcmp(v, CELLS[k].name) || !strcmp(v, "all")) cell_mask |= 1 << k;
             bad |= !cell_mask;
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            bad |= sscanf(argv[++i], "%lldx%lldx%lld", &oB, &oT, &oH) != 3 || oB <= 0 || oT <= 0 ||
+                   oH <= 0;
         } else {
             bad = 1;
         }
     }
     if (bad) {
-        fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|all] [--cell NAME|all]\n"
+        fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|all] [--cell NAME|all] [--shape BxTxH]\n"
                         "  NAME: mingru, minlstm, qrnn-fo-w1, qrnn-fo-w2, sru, gilr-lstm\n", argv[0]);
         return 2;
     }
@@ -763,33 +769,34 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n",
            bw * 1e-9);
-    printf("layer: B = 16, D = H = 1024, unidirectional, bias, linear space, no lengths, no states, "
-           "no recompute\n");
+    printf("layer: B = %lld, D = H = %lld, unidirectional, bias, linear space, no lengths, no states, "
+           "no recompute\n", oB, oH);
     printf("step = forward + backward (public API); GEMM = the layer's GEMMs alone (prnn_gemm); "
            "x ref = plain-NN cuBLAS time of the same shapes / GEMM time;\nrest = step - GEMM, "
            "against its byte model at the copy roofline (%%bw = roofline time / rest, x roof = "
            "rest / roofline time);\npasses = the non-GEMM passes alone (x roof likewise)\n\n");
     print_header();
 
-    const int64_t Ts[] = {1024, 4096, 16384};
+    int64_t Ts[] = {1024, 4096, 16384};
+    if (oT) Ts[0] = oT;
     const prnn_dtype dts[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16};
     for (int di = 0; di < 2; di++) {
         if (!(dt_mask >> di & 1)) continue;
         for (int k = 0; k < N_CELLS; k++) {
             if (!(cell_mask >> k & 1)) continue;
             for (int ti = 0; ti < 3; ti++) {
-                if (quick && ti > 0) continue;
-                run_config(&CELLS[k], ctx, dts[di], Ts[ti], quick, bw, ti == 0 && di == 0);
+                if ((quick || oT) && ti > 0) continue;
+                run_config(&CELLS[k], ctx, dts[di], oB, Ts[ti], oH, quick, bw, ti == 0 && di == 0);
             }
         }
     }
 
     /* the markdown table, last */
-    printf("\n%s, copy roofline %.1f GB/s. B = 16, D = H = 1024; step = forward + backward; "
+    printf("\n%s, copy roofline %.1f GB/s. B = %lld, D = H = %lld; step = forward + backward; "
            "rest = step - GEMMs; roofline = rest's modelled bytes at copy bandwidth.\n\n",
-           prop.name, bw * 1e-9);
+           prop.name, bw * 1e-9, oB, oH);
     printf("| cell | dtype | T | step ms | fwd ms | bwd ms | Mtok/s | GEMM ms | GEMM TFLOP/s | GEMM vs NN ref "
-           "| rest ms | rest GB | rest % of copy bw | rest x roofline | passes alone ms | passes x roofline |\n");
+           "| rest ms | rest GB | rest %% of copy bw | rest x roofline | passes alone ms | passes x roofline |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < g_nres; i++) {
         const result *r = &g_res[i];
@@ -802,7 +809,7 @@ int main(int argc, char **argv)
         printf("| %s | %s | %lld | %.3f | %.3f | %.3f | %.2f | %.3f | %.1f | %.0f%% | %.3f | %.2f | %.0f%% "
                "| %.2f | %.3f | %.2f |\n",
                r->cell, dtype_name(r->dt), (long long)r->T, r->step, r->fwd, r->bwd,
-               (double)(16 * r->T) / (r->step * 1e-3) * 1e-6, r->gemm,
+               (double)(r->B * r->T) / (r->step * 1e-3) * 1e-6, r->gemm,
                r->gemm_flops / (r->gemm * 1e-3) * 1e-12, 100.0 * r->ref / r->gemm, rest,
                r->rest_bytes * 1e-9, 100.0 * roof / rest, rest / roof, r->passes, r->passes / roof);
     }

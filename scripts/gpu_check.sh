@@ -3,18 +3,26 @@
 # suite, the suite's quick form under compute-sanitizer (memcheck, racecheck),
 # and the scan benchmark. Output goes to stdout and to $OUT/log (or ./gpu-log).
 #
-#   scripts/gpu_check.sh [--no-sanitize] [--no-bench] [bench options...]
+#   scripts/gpu_check.sh [--no-sanitize] [--no-bench] [--train] [--cell-bench] [bench options...]
+#
+# --train also runs a short bf16 training on the GPU (log and PNG into $OUT);
+# --cell-bench runs the cell layer benchmark. SUITE_ARGS (e.g. --quick) go to
+# every GPU suite; SUITE_TIMEOUT and BENCH_TIMEOUT bound each program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 sanitize=1
 bench=1
+train=0
+cellbench=0
 bench_args=()
 for arg in "$@"; do
   case "$arg" in
     --no-sanitize) sanitize=0 ;;
     --no-bench) bench=0 ;;
+    --train) train=1 ;;
+    --cell-bench) cellbench=1 ;;
     *) bench_args+=("$arg") ;;
   esac
 done
@@ -28,7 +36,7 @@ done
   for f in ./build-gpu/prnn_gpu_test_*; do [ -x "$f" ] && suites+=("$f"); done
   for s in "${suites[@]}"; do
     echo "== GPU suite $s"
-    timeout "${SUITE_TIMEOUT:-300}" stdbuf -oL "$s" | grep -v "^  ok" ; echo "exit ${PIPESTATUS[0]}"
+    timeout "${SUITE_TIMEOUT:-300}" stdbuf -oL "$s" ${SUITE_ARGS:-} | grep -v "^  ok" ; echo "exit ${PIPESTATUS[0]}"
   done
   if [ "$sanitize" = 1 ]; then
     for s in "${suites[@]}"; do
@@ -37,6 +45,18 @@ done
       echo "== compute-sanitizer racecheck ($s --quick)"
       timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
     done
+  fi
+  if [ "$train" = 1 ]; then
+    echo "== training on the GPU (bf16)"
+    timeout "${TRAIN_TIMEOUT:-300}" stdbuf -oL ./build-gpu/prnn train --device cuda --dtype bf16 \
+      ${TRAIN_ARGS:---steps 300 --warmup 30 --hidden 256 --layers 2 --seq-len 256 --batch 32} \
+      --out "$out/train" | grep -a -v "^step" ; echo "exit ${PIPESTATUS[0]}"
+    tail -n 3 "$out/train/log.tsv"
+    python3 scripts/plot_loss.py "$out/train/log.tsv" -o "$out/train/loss.png" 2>&1 | tail -2
+  fi
+  if [ "$cellbench" = 1 ]; then
+    echo "== cell layer benchmark"
+    timeout "${BENCH_TIMEOUT:-400}" ./build-gpu/prnn_bench_cell ${CELL_BENCH_ARGS:-}; echo "exit $?"
   fi
   if [ "$bench" = 1 ]; then
     echo "== benchmark"

@@ -208,6 +208,11 @@ static const opt_spec specs[] = {
      "directory for model.safetensors (weights), model.state (optimizer and data position) and "
      "log.tsv; created when missing",
      "out"},
+    {"phase-times", K_FLAG, FOR_TRAIN, "Evaluation and output", NULL, 0, 0, 0,
+     OFF(phase_times), NULL,
+     "wait for the device after each phase (batch upload, forward, backward, optimizer) and "
+     "print the average time of each at the end; costs a little speed",
+     "off"},
     {"stop-after", K_I64, FOR_TRAIN, "Evaluation and output", "N", 0, TRILLION, 0,
      OFF(stop_after), NULL,
      "end this invocation after N steps with a checkpoint, as an interruption would (the "

@@ -75,6 +75,7 @@ typedef struct train_options {
     int64_t ckpt_interval; /* 0 = save only at the end */
     int resume;
     int64_t stop_after;    /* end this invocation after N steps (0 = off) */
+    int phase_times;       /* time each phase of a step (synchronizing) */
 
     /* files */
     char out_dir[TRAIN_PATH_MAX];    /* the trainer creates it (train_make_dirs) */

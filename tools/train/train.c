@@ -556,18 +556,35 @@ int train_cmd_train(int argc, char **argv)
         if (stage_batch(t, &hb, k) != 0) goto done;
         sampler_after = t->st.sampler;
     }
+    /* --phase-times: seconds spent in [batch wait, forward, backward,
+     * optimizer] over the steps of this invocation. */
+    double phase[4] = {0, 0, 0, 0};
+    double mark = 0;
+#define PHASE(i)                                                               \
+    do {                                                                       \
+        if (o->phase_times) {                                                  \
+            PCHECK("synchronizing", prnn_ctx_synchronize(t->ctx));             \
+            const double now_ = train_clock_seconds();                         \
+            phase[i] += now_ - mark;                                           \
+            mark = now_;                                                       \
+        }                                                                      \
+    } while (0)
     while (t->st.step < o->steps) {
         const double ts = train_clock_seconds();
+        mark = ts;
         const int64_t step = t->st.step;
         const double lr = train_lr_at(o, step);
         PCHECK("waiting for the batch", prnn_ctx_wait_for(t->ctx, t->copy));
+        PHASE(0);
         prnn_model *m = t->model;
         PCHECK("zeroing gradients", prnn_model_zero_grads(m));
         /* Dropout masks depend on (seed, step) only, so a resumed run draws
          * the same masks. */
         const uint64_t drop_seed = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)step;
         PCHECK("forward", prnn_model_forward(m, B, T, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
+        PHASE(1);
         PCHECK("backward", prnn_model_backward(m, 1.0));
+        PHASE(2);
 
         /* While the GPU works: the next batch, into the other slot. */
         const train_sampler before_next = t->st.sampler;
@@ -581,6 +598,7 @@ int train_cmd_train(int argc, char **argv)
         if (o->grad_clip > 0 && gnorm > o->grad_clip)
             PCHECK("clipping", prnn_grad_clip(t->ctx, prnn_model_grads(m), t->d_sumsq, t->P, o->grad_clip));
         PCHECK("optimizer", adamw(t, lr));
+        PHASE(3);
         float loss = 0;
         PCHECK("reading the loss", prnn_mem_download(t->ctx, &loss, t->d_loss, sizeof loss));
         if (!isfinite(loss)) {
@@ -635,6 +653,16 @@ int train_cmd_train(int argc, char **argv)
             printf("stopped after step %lld; continue with --resume\n", (long long)t->st.step);
             break;
         }
+    }
+#undef PHASE
+    if (o->phase_times && done_here > 0) {
+        const double tot = phase[0] + phase[1] + phase[2] + phase[3];
+        static const char *names[4] = {"batch wait", "forward", "backward",
+                                       "optimizer (and staging the next batch)"};
+        printf("phase times over %lld steps (ms/step, share):", (long long)done_here);
+        for (int i = 0; i < 4; i++)
+            printf(" %s %.3f (%.0f%%)%s", names[i], phase[i] * 1e3 / (double)done_here,
+                   tot > 0 ? 100.0 * phase[i] / tot : 0.0, i < 3 ? "," : "\n");
     }
     if (!g_stop) {
         printf("\nsample (temperature %.2f):\n", o->temperature);
