@@ -7,7 +7,8 @@
 #
 # --train also runs a short bf16 training on the GPU (log and PNG into $OUT);
 # --cell-bench runs the cell layer benchmark. SUITE_ARGS (e.g. --quick) go to
-# every GPU suite; SUITE_TIMEOUT and BENCH_TIMEOUT bound each program.
+# every GPU suite; SANITIZE_FILTER (a regex) picks the suites run under
+# compute-sanitizer; SUITE_TIMEOUT and BENCH_TIMEOUT bound each program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -40,6 +41,7 @@ done
   done
   if [ "$sanitize" = 1 ]; then
     for s in "${suites[@]}"; do
+      [[ "$s" =~ ${SANITIZE_FILTER:-.} ]] || continue
       echo "== compute-sanitizer memcheck ($s --quick)"
       timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
       echo "== compute-sanitizer racecheck ($s --quick)"

@@ -12,6 +12,9 @@
 # "N passed, N failed" line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Idle OpenMP workers sleep instead of spinning: the suites run many small
+# parallel loops, and spinning workers starve busy ones on a shared machine.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 mode=release

@@ -1,8 +1,9 @@
 /*
  * cell_cuda.cu - the CUDA backend of the cell layers' elementwise
  * primitives (cell_internal.h): gates and outputs, forward and backward;
- * the log-space scan and its local derivative; shifts in time and their
- * adjoint; column sums (bias gradients); strided copies and conversions.
+ * the log-space scan, its local derivative and its backward; shifts in
+ * time, their adjoint and a row's last step; column sums (bias gradients);
+ * strided copies, conversions and the maps of states at a sequence's ends.
  * cell.c orchestrates them with the GEMMs and the linear scan; the CPU
  * versions (cell_cpu.c) are the oracle and these have the same semantics.
  *
@@ -30,8 +31,10 @@
 #include "cuda_common.cuh"
 #include "scan_cuda.cuh" /* storage<T>, load_vec, store_vec, vec16 */
 
-/* Every launch goes through this macro, as in scan_cuda.cu, so that the
- * lab's host simulator (dev/cuda/sim) can run these kernels too. */
+/* Every launch goes through this macro, as in scan_cuda.cu, so that a host
+ * simulator (dev/cuda/sim, given the few intrinsics used here beyond the
+ * scan's: __expf, __frcp_rn, float atomicAdd, cudaMemcpy2DAsync) can run
+ * these kernels too. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)

@@ -11,6 +11,17 @@
 
 #ifdef PRNN_HAVE_CBLAS
 #include <cblas.h>
+
+/* OpenBLAS's thread count is global; follow the calling context's, so that
+ * a context asked to use one thread does not get a BLAS using all cores. */
+static int g_blas_threads;
+static void blas_threads(int n)
+{
+    if (n > 0 && n != g_blas_threads) {
+        openblas_set_num_threads(n);
+        g_blas_threads = n;
+    }
+}
 #endif
 
 #ifndef PRNN_HAVE_CBLAS
@@ -48,7 +59,6 @@ prnn_status prnn_cpu_gemm(prnn_ctx *ctx, int transA, int transB, int64_t M, int6
                           int64_t K, double alpha, const void *A, int64_t lda, const void *B,
                           int64_t ldb, double beta, void *C, int64_t ldc, prnn_dtype ab)
 {
-    (void)ctx;
     if (K == 0) { /* C = beta * C */
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
@@ -66,6 +76,7 @@ prnn_status prnn_cpu_gemm(prnn_ctx *ctx, int transA, int transB, int64_t M, int6
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX ||
         ldb > INT32_MAX || ldc > INT32_MAX)
         return PRNN_ERR_UNSUPPORTED;
+    blas_threads(ctx->num_threads);
     const enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     if (ab == PRNN_DTYPE_F32)
@@ -75,6 +86,7 @@ prnn_status prnn_cpu_gemm(prnn_ctx *ctx, int transA, int transB, int64_t M, int6
         cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
                     (int)ldb, beta, C, (int)ldc);
 #else
+    (void)ctx;
     if (ab == PRNN_DTYPE_F32)
         gemm_loops_f32(transA, transB, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta, C,
                        ldc);

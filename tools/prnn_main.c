@@ -8,10 +8,12 @@
  *   prnn bench     the CPU scan benchmark against memcpy
  *   prnn version   the library version and build features
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, execv */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_cpu.h"
 #include "prnn.h"
@@ -76,8 +78,25 @@ static int cmd_bench(int argc, char **argv)
     return prnn_bench_cpu(&o);
 }
 
+/*
+ * OpenMP threads that wait for work spin by default, which is fastest on an
+ * idle machine and ruinous on a busy one (a spinning worker takes the core
+ * the thread with work needs: measured 6x slower training steps on two
+ * shared cores). The program therefore runs with OMP_WAIT_POLICY=passive
+ * unless the user chose a policy. The OpenMP runtime reads the variable when
+ * it starts, before main, so the program re-executes itself once with it set.
+ */
+static void set_wait_policy(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* If that fails, carry on with the default policy. */
+}
+
 int main(int argc, char **argv)
 {
+    set_wait_policy(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -560,12 +560,14 @@ int train_cmd_train(int argc, char **argv)
      * optimizer] over the steps of this invocation. */
     double phase[4] = {0, 0, 0, 0};
     double mark = 0;
+    /* The first step of an invocation (buffers allocated, libraries
+     * initialised) is left out of the averages. */
 #define PHASE(i)                                                               \
     do {                                                                       \
         if (o->phase_times) {                                                  \
             PCHECK("synchronizing", prnn_ctx_synchronize(t->ctx));             \
             const double now_ = train_clock_seconds();                         \
-            phase[i] += now_ - mark;                                           \
+            if (done_here > 0) phase[i] += now_ - mark;                        \
             mark = now_;                                                       \
         }                                                                      \
     } while (0)
@@ -655,13 +657,14 @@ int train_cmd_train(int argc, char **argv)
         }
     }
 #undef PHASE
-    if (o->phase_times && done_here > 0) {
+    if (o->phase_times && done_here > 1) {
         const double tot = phase[0] + phase[1] + phase[2] + phase[3];
         static const char *names[4] = {"batch wait", "forward", "backward",
                                        "optimizer (and staging the next batch)"};
-        printf("phase times over %lld steps (ms/step, share):", (long long)done_here);
+        printf("phase times over %lld steps after the first (ms/step, share):",
+               (long long)done_here - 1);
         for (int i = 0; i < 4; i++)
-            printf(" %s %.3f (%.0f%%)%s", names[i], phase[i] * 1e3 / (double)done_here,
+            printf(" %s %.3f (%.0f%%)%s", names[i], phase[i] * 1e3 / (double)(done_here - 1),
                    tot > 0 ? 100.0 * phase[i] / tot : 0.0, i < 3 ? "," : "\n");
     }
     if (!g_stop) {
