@@ -40,6 +40,10 @@
 #define RUN_CUDA(call) return PRNN_ERR_NO_DEVICE /* no CUDA context exists in this build */
 #endif
 
+/* Loops over fewer elements than this run on the calling thread alone:
+ * waking a team costs more than the work. */
+static inline int par_ok(int64_t work) { return work >= 32768; }
+
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
 
@@ -151,7 +155,7 @@ static void cpu_colsum(prnn_ctx *ctx, int f64, col_mode mode, void *dst0, void *
                        int64_t N, int64_t D)
 {
     const int64_t chunks = (D + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t d0 = c * COL_CHUNK, w = D - d0 < COL_CHUNK ? D - d0 : COL_CHUNK;
         double s0[COL_CHUNK] = {0}, s1[COL_CHUNK] = {0};
@@ -199,7 +203,7 @@ prnn_status prnn_embedding_forward(prnn_ctx *ctx, void *y, int32_t *bad, const i
 
     if (!indices_ok(ids, N, 0, V, bad)) return PRNN_ERR_INVALID_ARGUMENT;
     const size_t row = (size_t)D * (size_t)es;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t n = 0; n < N; n++)
         memcpy((char *)y + (size_t)n * row, (const char *)table + (size_t)ids[n] * row, row);
     return PRNN_OK;
@@ -228,7 +232,7 @@ prnn_status prnn_embedding_backward(prnn_ctx *ctx, void *dtable, const int32_t *
      * one element, and a repeated id sums its rows in token order. */
     const int f64 = dtype == PRNN_DTYPE_F64;
     const int64_t chunks = (D + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t d0 = c * COL_CHUNK, d1 = d0 + COL_CHUNK < D ? d0 + COL_CHUNK : D;
         for (int64_t n = 0; n < N; n++) {
@@ -270,7 +274,7 @@ prnn_status prnn_linear_forward(prnn_ctx *ctx, void *y, const void *x, const voi
             if (s != PRNN_OK) return s;
         } else {
             const size_t row = (size_t)O * (size_t)es;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * (int64_t)row))
             for (int64_t n = 0; n < N; n++) memcpy((char *)y + (size_t)n * row, bias, row);
         }
     }
@@ -333,7 +337,7 @@ prnn_status prnn_rmsnorm_forward(prnn_ctx *ctx, void *y, void *rstd, const void 
                                               (float)eps));
 
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * D;
         double ss = 0;
@@ -373,7 +377,7 @@ prnn_status prnn_rmsnorm_backward(prnn_ctx *ctx, void *dx, void *dgain, const vo
                                               (const float *)rstd, N, D));
 
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * D;
         const double r = ld(rstd, n, f64);
@@ -410,7 +414,7 @@ prnn_status prnn_layernorm_forward(prnn_ctx *ctx, void *y, void *mean, void *rst
                                                 gain, bias, N, D, (float)eps));
 
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * D;
         /* Two passes (mean, then squared deviations): no cancellation when
@@ -458,7 +462,7 @@ prnn_status prnn_layernorm_backward(prnn_ctx *ctx, void *dx, void *dgain, void *
                                                 (const float *)rstd, N, D));
 
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * D))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * D;
         const double mu = ld(mean, n, f64), r = ld(rstd, n, f64);
@@ -506,7 +510,7 @@ prnn_status prnn_xent_forward(prnn_ctx *ctx, void *loss, void *row_loss, void *l
     double *rl = prnn_scratch(ctx, (size_t)N * sizeof(double)); /* (N) row losses */
     if (!rl) return PRNN_ERR_OUT_OF_MEMORY;
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * V))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * V;
         double m = -INFINITY, sum = 0;
@@ -556,7 +560,7 @@ prnn_status prnn_xent_backward(prnn_ctx *ctx, void *dlogits, const void *logits,
     for (int64_t n = 0; n < N; n++) count += targets[n] >= 0;
     const double scale = count ? dloss / (double)count : 0.0;
     const int f64 = dtype == PRNN_DTYPE_F64;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(N * V))
     for (int64_t n = 0; n < N; n++) {
         const int64_t row = n * V;
         const int32_t t = targets[n];
@@ -601,14 +605,14 @@ static prnn_status dropout_apply(prnn_ctx *ctx, void *y, const void *x, int64_t 
     if (dtype == PRNN_DTYPE_F32) {
         float *yf = y;
         const float *xf = x;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
         for (int64_t i = 0; i < n; i++)
             yf[i] = blocks_dropout_keep(key, (uint64_t)i, thr) ? xf[i] * scale_f : 0.0f;
     } else {
         const double scale = 1.0 / (1.0 - p);
         double *yd = y;
         const double *xd = x;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
         for (int64_t i = 0; i < n; i++)
             yd[i] = blocks_dropout_keep(key, (uint64_t)i, thr) ? xd[i] * scale : 0.0;
     }
@@ -649,7 +653,7 @@ prnn_status prnn_axpby(prnn_ctx *ctx, void *y, const void *a, const void *b, int
     const int f64 = dtype == PRNN_DTYPE_F64;
     /* The coefficients as the acc type holds them (as CUDA sees them). */
     const double al = f64 ? alpha : (double)(float)alpha, be = f64 ? beta : (double)(float)beta;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
     for (int64_t i = 0; i < n; i++)
         st(y, i, f64, al * ld(a, i, f64) + (b ? be * ld(b, i, f64) : 0.0));
     return PRNN_OK;
@@ -711,7 +715,7 @@ prnn_status prnn_adamw_step(prnn_ctx *ctx, float *params, float *m, float *v, vo
         RUN_CUDA(prnn_cuda_blocks_adamw(ctx, params, m, v, params_bf16, grad, n, &c));
 
     uint16_t *lp = params_bf16;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
     for (int64_t i = 0; i < n; i++) {
         const float p = blocks_adamw_update(&c, params[i], grad[i], &m[i], &v[i]);
         params[i] = p;
@@ -738,7 +742,7 @@ prnn_status prnn_grad_sumsq(prnn_ctx *ctx, float *sumsq, double *host_sumsq, con
     const int64_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double *part = prnn_scratch(ctx, (size_t)nb * sizeof(double)); /* (nb) block sums */
     if (!part) return PRNN_ERR_OUT_OF_MEMORY;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
     for (int64_t b = 0; b < nb; b++) {
         const int64_t i1 = (b + 1) * SUMSQ_BLOCK < n ? (b + 1) * SUMSQ_BLOCK : n;
         double acc = 0;
@@ -768,7 +772,7 @@ prnn_status prnn_grad_clip(prnn_ctx *ctx, float *g, const float *sumsq, int64_t 
 
     const float f = blocks_clip_factor(*sumsq, (float)max_norm);
     if (!(f < 1.0f)) return PRNN_OK;
-#pragma omp parallel for num_threads(ctx->num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
     for (int64_t i = 0; i < n; i++) g[i] = BLK_MUL(g[i], f);
     return PRNN_OK;
 }
