@@ -1385,11 +1385,14 @@ static void check_bad_input(void)
 
 /*
  * One and two threads. With the serial scan, threads only share out
- * independent rows and columns, so every value is identical. The tree scan
- * (AUTO) sizes its windows over T by the thread count (scan_cpu_impl.h,
- * tree()), so its sums run in another order: the forward agrees to
- * TOL_F64 / TOL_F32 and the backward to TOL_F64 / TOL_F32_GRAD. Each
- * variant runs one dtype and one scan, in turns (run time).
+ * independent rows and columns, so every forward value is identical. The
+ * backward's GEMM outputs (dx and the parameter gradients) come from
+ * OpenBLAS, whose blocking (even a split of the inner dimension) depends on
+ * the context's thread count, so they may differ by rounding. The tree scan (AUTO) sizes its windows over T by
+ * the thread count (scan_cpu_impl.h, tree()), so its sums run in another
+ * order: the forward agrees to TOL_F64 / TOL_F32 and the backward to
+ * TOL_F64 / TOL_F32_GRAD. Each variant runs one dtype and one scan, in
+ * turns (run time).
  */
 static void check_threads(void)
 {
@@ -1414,10 +1417,12 @@ static void check_threads(void)
             tensor_pair fw[] = {{"y", r2.y, r1.y, p.B * p.T * p.Hout}, {"hT", r2.hT, r1.hT, ns}};
             snprintf(l2, sizeof l2, "%s forward", lab);
             compare_pairs(fw, 2, exact ? 0 : f32 ? TOL_F32 : TOL_F64, 0, l2);
-            tensor_pair bw[] = {{"dx", r2.dx, r1.dx, p.B * p.T * p.D}, {"dparams", r2.dp, r1.dp, p.P},
-                                {"dh0", r2.dh0, r1.dh0, ns}};
+            tensor_pair bw[] = {{"dh0", r2.dh0, r1.dh0, ns}};
             snprintf(l2, sizeof l2, "%s backward", lab);
-            compare_pairs(bw, 3, exact ? 0 : f32 ? TOL_F32_GRAD : TOL_F64, 0, l2);
+            compare_pairs(bw, 1, exact ? 0 : f32 ? TOL_F32_GRAD : TOL_F64, 0, l2);
+            tensor_pair bp[] = {{"dx", r2.dx, r1.dx, p.B * p.T * p.D}, {"dparams", r2.dp, r1.dp, p.P}};
+            snprintf(l2, sizeof l2, "%s backward GEMM outputs", lab);
+            compare_pairs(bp, 2, f32 ? TOL_F32_GRAD : TOL_F64, 0, l2);
         }
         result_free(&r1), result_free(&r2);
         problem_free(&p);
