@@ -24,8 +24,8 @@
  *
  * Determinism. Reductions over rows (parameter gradients, losses, norms) run
  * in a fixed order on both devices, so repeated calls give identical bits.
- * The exception is the CUDA embedding backward, which adds with fp32 atomics:
- * repeated ids add in a varying order (see prnn_embedding_backward).
+ * The one exception is the CUDA embedding backward with a table so large
+ * that its partial sums would pass 256 MiB (see prnn_embedding_backward).
  *
  * Aliasing. Outputs may not overlap inputs or each other
  * (PRNN_ERR_ALIASING), except where an op says so (the elementwise ops work
@@ -67,9 +67,11 @@ prnn_status prnn_embedding_forward(prnn_ctx *ctx, void *y, int32_t *bad,
 
 /*
  * dtable[ids[n]] += dy[n] for every token. CPU: in token order, the same
- * bits on every thread count. CUDA: fp32 atomic adds, so an id that repeats
- * sums its rows in a varying order (run-to-run differences of a few ulp in
- * those rows); a deterministic order would need the ids sorted first.
+ * bits on every thread count. CUDA: groups of tokens sum their rows per id
+ * into partials, which are then added in group order: the same bits on
+ * every run. When those partials (groups x V x D floats) would pass
+ * 256 MiB it adds with fp32 atomics instead, and an id that repeats sums its
+ * rows in a varying order (run-to-run differences of a few ulp).
  *
  *   dtable (V, D) acc    in/out, accumulated
  *   ids    (N)    int32  in

@@ -17,9 +17,11 @@
  *                     with a split that depends only on the sizes. So
  *                     parameter gradients, the loss and the gradient norm
  *                     are the same bits on every run and every device.
- *   embedding grads   fp32 atomicAdd: the one nondeterministic sum (the
- *                     order of repeated ids varies); a fixed order would
- *                     need the ids sorted first.
+ *   embedding grads   in a fixed order too: each group of tokens sums its
+ *                     rows per id into (groups, V, D) partials, then the
+ *                     groups are added in order. Only when those partials
+ *                     would pass 256 MiB (huge V * D) does it fall back to
+ *                     fp32 atomics, whose order of repeated ids varies.
  *
  * Manners: all work on the context's stream under the device guard, a
  * launch check after every launch, scratch from prnn_scratch (no
@@ -161,6 +163,36 @@ __global__ void embedding_bwd_kernel(float *dtable, const int32_t *__restrict__ 
         const int64_t n = i / D, d = i - n * D;
         const int32_t id = ids[n];
         if (id >= 0 && id < V) atomicAdd(&dtable[(int64_t)id * D + d], ldf(dy, i));
+    }
+}
+
+/* Fixed-order embedding backward, pass 1: token group c = blockIdx.x, column
+ * d: part[c][v][d] = sum of dy[n][d] over the group's tokens n with id v, in
+ * token order (each thread owns one column, so no two threads share a sum). */
+template <typename T>
+__global__ void embedding_bwd_part_kernel(float *__restrict__ part, const int32_t *__restrict__ ids,
+                                          const T *__restrict__ dy, int64_t N, int64_t V,
+                                          int64_t D, int64_t R)
+{
+    const int64_t c = blockIdx.x, d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    float *pc = part + c * V * D;
+    for (int64_t v = 0; v < V; v++) pc[v * D + d] = 0.0f;
+    const int64_t end = (c + 1) * R < N ? (c + 1) * R : N;
+    for (int64_t n = c * R; n < end; n++) {
+        const int32_t id = ids[n];
+        if (id >= 0 && id < V) pc[(int64_t)id * D + d] += ldf(dy, n * D + d);
+    }
+}
+
+/* Pass 2: dtable[v][d] += sum over groups c of part[c][v][d], c in order. */
+__global__ void embedding_bwd_finish_kernel(float *dtable, const float *__restrict__ part,
+                                            int64_t C, int64_t VD)
+{
+    for (int64_t i = global_tid(); i < VD; i += grid_threads()) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < C; c++) s += part[c * VD + i];
+        dtable[i] += s;
     }
 }
 
@@ -562,11 +594,32 @@ extern "C" prnn_status prnn_cuda_blocks_embedding_bwd(prnn_ctx *ctx, prnn_dtype 
                                                       int64_t D)
 {
     GUARD();
+    /* Token groups: enough (group, column block) pairs to fill the GPU,
+     * partials within 256 MiB. The split depends only on the sizes. */
+    const int64_t col_blocks = (D + kThreads - 1) / kThreads;
+    const int64_t vd = V * D, cap = ((int64_t)256 << 20) / (int64_t)sizeof(float);
+    int64_t C = (4 * 132 + col_blocks - 1) / col_blocks;
+    if (C > N) C = N;
+    if (vd > 0 && C > cap / vd) C = cap / vd;
+    float *part = nullptr;
+    if (C >= 1 && C <= INT32_MAX && col_blocks <= 65535)
+        part = static_cast<float *>(prnn_cuda_aux(ctx, PRNN_AUX_EMBEDDING, (size_t)(C * vd) * sizeof(float)));
     return by_dtype(dt, [&](auto tag) {
         using T = decltype(tag);
-        auto *k = embedding_bwd_kernel<T>;
-        PRNN_LAUNCH(k, grid_for(N * D, kThreads), kThreads, stream_of(ctx), dtable, ids,
-                    static_cast<const T *>(dy), N, V, D);
+        if (!part) { /* partials too large (or no memory for them): atomics */
+            auto *k = embedding_bwd_kernel<T>;
+            PRNN_LAUNCH(k, grid_for(N * D, kThreads), kThreads, stream_of(ctx), dtable, ids,
+                        static_cast<const T *>(dy), N, V, D);
+            PRNN_CU_LAUNCHED();
+            return PRNN_OK;
+        }
+        const int64_t R = (N + C - 1) / C;
+        auto *k = embedding_bwd_part_kernel<T>;
+        PRNN_LAUNCH(k, dim3((unsigned)C, (unsigned)col_blocks), kThreads, stream_of(ctx), part,
+                    ids, static_cast<const T *>(dy), N, V, D, R);
+        PRNN_CU_LAUNCHED();
+        PRNN_LAUNCH(embedding_bwd_finish_kernel, grid_for(vd, kThreads), kThreads,
+                    stream_of(ctx), dtable, part, C, vd);
         PRNN_CU_LAUNCHED();
         return PRNN_OK;
     });

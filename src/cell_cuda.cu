@@ -805,13 +805,15 @@ __global__ void __launch_bounds__(kBlock) convert_kernel(const ew_args p)
  * Column sums: block = 32 column threads x 8 row threads; each thread sums
  * its VEC columns over rows y, y + 8 * gridDim.y, ... (four rows' loads in
  * flight at a time), the block reduces its 8 partial rows in shared memory
- * and adds them to dst with one atomic per column. gridDim.y is chosen so
- * that the grid fills the GPU even when n is small and rows are millions.
+ * and writes them to part (gridDim.y, n); colsum_finish then adds the
+ * gridDim.y partial rows to dst in order. No atomics: the same inputs give
+ * the same bits on every run. gridDim.y is chosen so that the grid fills
+ * the GPU even when n is small and rows are millions.
  */
 constexpr int kSumX = 32, kSumY = 8;
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *dst, const void *src,
+__global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *part_out, const void *src,
                                                               int64_t rows, int64_t n, int64_t ld)
 {
     __shared__ float part[kSumY][VEC][kSumX];
@@ -847,8 +849,19 @@ __global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *dst, const 
             float s = part[0][k][tx];
 #pragma unroll
             for (int y = 1; y < kSumY; y++) s += part[y][k][tx];
-            if (col + k < n) atomicAdd(dst + col + k, s);
+            if (col + k < n) part_out[(int64_t)blockIdx.y * n + col + k] = s;
         }
+    }
+}
+
+/* dst[c] += sum over g of part[g][c], g in order. */
+__global__ void colsum_finish_kernel(float *dst, const float *part, int64_t groups, int64_t n)
+{
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n;
+         c += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int64_t g = 0; g < groups; g++) s += part[g * n + c];
+        dst[c] += s;
     }
 }
 
@@ -1259,7 +1272,14 @@ extern "C" prnn_status prnn_cuda_cell_colsum_add(prnn_ctx *ctx, prnn_dtype dtype
     auto *k = vec ? colsum_kernel<float, 4> : colsum_kernel<float, 1>;
     if (dtype == PRNN_DTYPE_BF16) k = vec ? colsum_kernel<__nv_bfloat16, 8> : colsum_kernel<__nv_bfloat16, 1>;
     else if (dtype == PRNN_DTYPE_F16) k = vec ? colsum_kernel<__half, 8> : colsum_kernel<__half, 1>;
-    PRNN_LAUNCH(k, grid, block, stream_of(ctx), static_cast<float *>(dst), src, rows, n, ld);
+    float *part = static_cast<float *>(
+        prnn_cuda_aux(ctx, PRNN_AUX_CELL_COLSUM, (size_t)(gy * n) * sizeof(float)));
+    if (!part) return PRNN_ERR_OUT_OF_MEMORY;
+    PRNN_LAUNCH(k, grid, block, stream_of(ctx), part, src, rows, n, ld);
+    PRNN_CU_LAUNCHED();
+    const int64_t fb = (n + kBlock - 1) / kBlock;
+    PRNN_LAUNCH(colsum_finish_kernel, (unsigned)(fb < 65535 ? fb : 65535), kBlock, stream_of(ctx),
+                static_cast<float *>(dst), part, gy, n);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
 }

@@ -180,6 +180,29 @@ extern "C" void *prnn_cuda_scratch(prnn_ctx *ctx, size_t bytes)
     return p;
 }
 
+extern "C" void *prnn_cuda_aux(prnn_ctx *ctx, int slot, size_t bytes)
+{
+    if (slot < 0 || slot >= 2) return nullptr;
+    if (ctx->aux[slot] && bytes <= ctx->aux_bytes[slot]) return ctx->aux[slot];
+    device_guard g(prnn_cuda_device_of(ctx));
+    if (g.err != cudaSuccess) return nullptr;
+    if (ctx->aux[slot]) {
+        if (cudaStreamSynchronize(stream_of(ctx)) != cudaSuccess) return nullptr;
+        (void)cudaFree(ctx->aux[slot]);
+        ctx->aux[slot] = nullptr;
+        ctx->aux_bytes[slot] = 0;
+    }
+    const size_t want = bytes + bytes / 4 + 256;
+    void *p = nullptr;
+    if (cudaMalloc(&p, want) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    ctx->aux[slot] = p;
+    ctx->aux_bytes[slot] = want;
+    return p;
+}
+
 extern "C" void prnn_cuda_release(prnn_ctx *ctx)
 {
     device_guard g(prnn_cuda_device_of(ctx));
@@ -189,6 +212,11 @@ extern "C" void prnn_cuda_release(prnn_ctx *ctx)
     ctx->scratch_bytes = 0;
     if (ctx->blas) (void)cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
     ctx->blas = nullptr;
+    for (int i = 0; i < 2; i++) {
+        if (ctx->aux[i]) (void)cudaFree(ctx->aux[i]);
+        ctx->aux[i] = nullptr;
+        ctx->aux_bytes[i] = 0;
+    }
     if (ctx->cell_lengths) (void)cudaFree(ctx->cell_lengths);
     ctx->cell_lengths = nullptr;
     ctx->cell_lengths_cap = 0;

@@ -39,7 +39,14 @@ struct prnn_ctx {
      * on demand and kept; freed by prnn_cuda_release. */
     void *cell_lengths;
     int64_t cell_lengths_cap;
+
+    /* Device buffers for the partial sums of fixed-order reductions, one per
+     * user (PRNN_AUX_*), grown on demand and kept; see prnn_cuda_aux. */
+    void *aux[2];
+    size_t aux_bytes[2];
 };
+
+enum { PRNN_AUX_CELL_COLSUM = 0, PRNN_AUX_EMBEDDING = 1 };
 
 /* Returns a host workspace of at least `bytes`, 64-byte aligned, or NULL. */
 void *prnn_host_workspace(prnn_ctx *ctx, size_t bytes);
@@ -122,6 +129,10 @@ prnn_status prnn_cuda_gemm(prnn_ctx *ctx, int transA, int transB,
                            double beta, void *C, int64_t ldc,
                            prnn_dtype ab, prnn_dtype c);
 void prnn_cuda_release(prnn_ctx *ctx);
+/* Device buffer `slot` of at least `bytes` (grown after waiting for the
+ * stream), or NULL when allocation fails. Unlike prnn_scratch it may be
+ * used inside an op that holds the scratch. */
+void *prnn_cuda_aux(prnn_ctx *ctx, int slot, size_t bytes);
 prnn_status prnn_cuda_wait_for(prnn_ctx *waiter, prnn_ctx *other);
 
 /* Arguments as validated by scan.c: device pointers, d->lengths in host

@@ -191,6 +191,11 @@ static const opt_spec specs[] = {
      "f32, or bf16 (cuda only: bf16 weights and activations, f32 master weights and sums)", "f32"},
     {"device", K_ENUM, FOR_ALL, "Compute", "DEV", 0, 0, 0, OFF(device), device_names,
      "cpu or cuda", "cpu"},
+    {"deterministic", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(deterministic), NULL,
+     "the same bits on every run, so that --resume on a GPU equals an uninterrupted run: "
+     "the scan uses its fixed-order tree instead of the faster chunked look-back, whose "
+     "summation order depends on timing (the CPU is deterministic anyway)",
+     "off"},
     {"threads", K_I64, FOR_ALL, "Compute", "N", 0, 4096, 0, OFF(threads), NULL,
      "CPU worker threads (0: all cores)", "0"},
 

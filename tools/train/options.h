@@ -76,6 +76,7 @@ typedef struct train_options {
     int resume;
     int64_t stop_after;    /* end this invocation after N steps (0 = off) */
     int phase_times;       /* time each phase of a step (synchronizing) */
+    int deterministic;     /* fixed-order algorithms only (the tree scan) */
 
     /* files */
     char out_dir[TRAIN_PATH_MAX];    /* the trainer creates it (train_make_dirs) */
