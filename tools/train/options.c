@@ -154,6 +154,10 @@ static const opt_spec specs[] = {
      "off"},
     {"norm", K_ENUM, FOR_TRAIN, "Model", "NAME", 0, 0, 0, OFF(norm), norm_names,
      "normalization before each layer and the output head: rms or layer", "rms"},
+    {"recompute", K_I64, FOR_TRAIN, "Model", "K", 0, 1 << 30, 0, OFF(recompute), NULL,
+     "memory option: keep only every K-th recurrent state in the forward and recompute the "
+     "rest in the backward (saved cell activations shrink about K-fold; 0: keep all)",
+     "0"},
     {"dropout", K_F64, FOR_TRAIN, "Model", "P", 0, 0.95, 0, OFF(dropout), NULL,
      "dropout probability on each layer's output during training, 0 to 0.95", "0"},
 

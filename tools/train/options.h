@@ -77,6 +77,7 @@ typedef struct train_options {
     int64_t stop_after;    /* end this invocation after N steps (0 = off) */
     int phase_times;       /* time each phase of a step (synchronizing) */
     int deterministic;     /* fixed-order algorithms only (the tree scan) */
+    int64_t recompute;     /* cell memory option: keep every K-th state (0 = all) */
 
     /* files */
     char out_dir[TRAIN_PATH_MAX];    /* the trainer creates it (train_make_dirs) */

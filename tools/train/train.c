@@ -85,6 +85,7 @@ static prnn_model_config model_config(const train_options *o)
     c.cell = prnn_cell_desc_make(o->cell, o->hidden, o->hidden);
     c.cell.bidirectional = o->bidirectional;
     if (o->deterministic) c.cell.algo = PRNN_SCAN_TREE;
+    c.cell.recompute = o->recompute;
     c.norm = o->norm;
     c.dropout = o->dropout;
     c.dtype = o->dtype;
@@ -474,6 +475,11 @@ static void print_config(const trainer *t)
            "AdamW wd %.3g, clip %.3g\n",
            (long long)o->steps, (long long)o->batch, (long long)o->seq_len, o->lr, o->min_lr,
            (long long)o->warmup, o->weight_decay, o->grad_clip);
+    size_t act = 0;
+    prnn_cell_desc cd = prnn_model_config_get(t->model)->cell;
+    if (prnn_cell_act_bytes(&cd, o->batch, o->seq_len, &act) == PRNN_OK)
+        printf("  memory  %.1f MiB of saved cell activations per layer%s\n",
+               (double)act / (1 << 20), o->recompute > 1 ? " (recompute on)" : "");
     printf("  device  %s, %s, seed %llu; chance loss %.4f nats\n",
            o->device == PRNN_DEVICE_CUDA ? "cuda" : "cpu",
            o->dtype == PRNN_DTYPE_BF16 ? "bf16 (fp32 master weights)" : "fp32",
