@@ -32,9 +32,8 @@
 #include "scan_cuda.cuh" /* storage<T>, load_vec, store_vec, vec16 */
 
 /* Every launch goes through this macro, as in scan_cuda.cu, so that a host
- * simulator (dev/cuda/sim, given the few intrinsics used here beyond the
- * scan's: __expf, __frcp_rn, float atomicAdd, cudaMemcpy2DAsync) can run
- * these kernels too. */
+ * simulator (dev/cuda/sim, given the few calls used here beyond the scan's:
+ * __expf, __fdividef, cudaMemcpy2DAsync) can run these kernels too. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
@@ -50,11 +49,13 @@ constexpr int kBlocksPerSM = 8;   /* grid cap: 2048 resident threads per SM */
 /* ======================================================================== */
 /* Scalar math (fp32). The CPU versions write the same formulas.           */
 
-/* sigma(v) and sigma(-v) = 1 - sigma(v) from one exponential, each without
- * cancellation (1 - sigma(v) loses every digit where sigma(v) ~ 1). */
+/* sigma(v) and sigma(-v) = 1 - sigma(v) from one exponential and one fast
+ * reciprocal (of a number in [1, 2]: ~1 ulp), each without cancellation
+ * (1 - sigma(v) loses every digit where sigma(v) ~ 1). The gate maps are
+ * ALU-heavy for the bytes they move in bf16, so the fast forms matter. */
 __device__ __forceinline__ void sig2(float v, float &s, float &sc)
 {
-    const float e = __expf(-fabsf(v)), r = __frcp_rn(1.0f + e);
+    const float e = __expf(-fabsf(v)), r = __fdividef(1.0f, 1.0f + e);
     s = v >= 0.0f ? r : e * r;
     sc = v >= 0.0f ? e * r : r;
 }
@@ -186,10 +187,23 @@ bool map_of(const cell_ew *e, cell_kinds *m)
 }
 
 /*
- * minLSTM's normalised gates: f' = sigma(f) / (sigma(f) + sigma(i)) =
- * sigma(-diff), i' = sigma(diff), diff = softplus(-f) - softplus(-i): no
- * division, and no 0/0 when both sigmoids underflow.
+ * minLSTM's normalised gates f' = sigma(f) / (sigma(f) + sigma(i)) and
+ * i' = 1 - f'. Linear space: f' = A / (A + B), i' = B / (A + B) with
+ * A = 1 + e^-i, B = 1 + e^-f, both scaled by e^-M, M = max(-f, -i, 0), so
+ * that nothing overflows and A + B >= 1 (no 0/0 when both sigmoids
+ * underflow): three exponentials and a reciprocal, no logarithm. Log space
+ * needs log f' accurate where f' underflows, so it keeps the CPU's form
+ * f' = sigma(-diff), diff = softplus(-f) - softplus(-i).
  */
+__device__ __forceinline__ void minlstm_norm(float f, float i, float &fp, float &ip)
+{
+    const float u = -f, v = -i, M = fmaxf(fmaxf(u, v), 0.0f);
+    const float ea = __expf(-M), eu = __expf(u - M), ev = __expf(v - M);
+    const float A = ea + ev, B = ea + eu, r = __fdividef(1.0f, A + B);
+    fp = A * r;
+    ip = B * r;
+}
+
 template <int K>
 __device__ __forceinline__ void gate_fwd(float v0, float v1, float v2, float &a, float &b)
 {
@@ -202,8 +216,8 @@ __device__ __forceinline__ void gate_fwd(float v0, float v1, float v2, float &a,
         a = -softplus(v0);                 /* log(1 - sigma(k)) */
         b = -softplus(-v0) + log_gpos(v1); /* log sigma(k) + log g(n) */
     } else if constexpr (K == GK_MINLSTM) {
-        float ip, fp;
-        sig2(softplus(-v0) - softplus(-v1), ip, fp);
+        float fp, ip;
+        minlstm_norm(v0, v1, fp, ip);
         a = fp;
         b = ip * gpos(v2);
     } else if constexpr (K == GK_MINLSTM_LOG) {
@@ -245,11 +259,12 @@ __device__ __forceinline__ void gate_bwd(float v0, float v1, float v2, float da,
     } else if constexpr (K == GK_MINLSTM || K == GK_MINLSTM_LOG) {
         /* dd = dL/d diff; d diff/df = -sigma(-f), d diff/di = sigma(-i) */
         float ip, fp, dd;
-        sig2(softplus(-v0) - softplus(-v1), ip, fp);
         if constexpr (K == GK_MINLSTM) {
+            minlstm_norm(v0, v1, fp, ip);
             dd = fp * ip * (db * gpos(v2) - da);
             d2 = db * ip * dgpos(v2);
         } else {
+            sig2(softplus(-v0) - softplus(-v1), ip, fp);
             dd = db * fp - da * ip;
             d2 = db * dlog_gpos(v2);
         }

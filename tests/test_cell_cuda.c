@@ -149,26 +149,25 @@ static const tolerance TOL_F32 = {1e-5, 1e-4, "fp32: summation order of GEMMs an
  * steps remembered add up at random) and into the gradients, where
  * da = g c_prev and db = g enter the gate gradients as differences (minGRU:
  * dk ~ db g(n) - da), which lose relative precision where the two are
- * close. Measured in the host simulator (dev/cuda/sim): norm <= 9e-3; max
- * 1e-2..7e-2 over 1e3..1e5 entries, up to 1.1e-1 over the 5e5 entries of a
- * 65537-step row. Bounds: norm 2e-2, max 2.5e-1 (a wrong or missing term
- * gives O(1) in max, and moves norm far beyond 2e-2).
+ * close. Measured in a host simulation of the kernels (dev/cuda/sim):
+ * norm <= 9e-3; max 1e-2..5e-2 over 1e3..1e5 entries, up to 1.1e-1 over
+ * the 5e5 entries of a 65537-step row. Bounds: norm 2e-2, max 2.5e-1 (a
+ * wrong or missing term gives O(1) in max, and moves norm far beyond 2e-2).
  */
 static const tolerance TOL_BF16 = {2e-2, 2.5e-1, "bf16: storage of P, a, b, c, y, da, db, dP (2^-9 each)"};
 
 /*
  * bf16 in log space: log c is what bf16 holds there, with an absolute error
  * of 2^-9 |log c|, so w = exp(la + l_prev - l) (the log scan's local
- * derivative, itself stored in bf16) carries ~2^-9 (|la| + 2 |l|) ~ 1%
- * relative error for |l| ~ 2, and the gate gradients are differences of
- * terms of that size (minGRU: dk = g (1 - z - w), small where w ~ 1 - z).
- * The forward keeps bf16's usual accuracy; the backward is 2-3x noisier
- * than in linear space, with a heavier tail (simulator: norm <= 2.7e-2, max
- * 0.05..0.4, the largest over 5e5 entries). Bounds for the backward: norm
- * 5e-2, max 1 (no entry off by more than its own size plus the RMS): here
- * the norm carries the check (a wrong term gives O(1) there too).
+ * derivative, itself stored in bf16) carries ~2^-9 (|la| + 2 |l|) relative
+ * error, ~1% for |l| ~ 2, and the gate gradients are differences of terms
+ * of that size (minGRU: dk = g (1 - z - w), small where w ~ 1 - z). The
+ * forward keeps bf16's usual accuracy; the backward's tail is heavier
+ * (simulator: norm <= 6e-3 as in linear space, max up to 1.3e-1 where
+ * linear space stays below 5e-2). Bounds for the backward: norm 2e-2, max
+ * 5e-1.
  */
-static const tolerance TOL_BF16_LOG = {5e-2, 1.0, "bf16 log space: log c stored in bf16 (abs. error 2^-9 |log c|)"};
+static const tolerance TOL_BF16_LOG = {2e-2, 5e-1, "bf16 log space: log c stored in bf16 (abs. error 2^-9 |log c|)"};
 
 /*
  * bf16 at T = 65537 with 8 or 9 channels: the same per-entry errors as
@@ -390,32 +389,25 @@ static int fill_params(const prnn_cell_desc *d, float *w, int64_t P)
 /*
  * g(n), minGRU's and minLSTM's positive activation, has a kink at n = 0:
  * slope 1/4 below and 1 above (log g: 1/2 and 2). The GPU stores P = xW in
- * bf16, so an n within bf16 rounding (2^-9 |P|) of 0 can land on the other
- * side of 0 than the CPU's fp32 n, and its gradient then differs by 4x:
- * not an error, but no tolerance covers it. For bf16 runs of these cells,
- * input feature 0 is the constant 4 and its weights into the n group are
- * +-1/2, the group's other weights and bias shrink 4x, so every n lies in
- * +-2 +- ~1 (rest of n ~N(0, 0.17), bias in (-1/4, 1/4)); the sign
- * alternates over the columns so that both branches of g are exercised. n
- * stays moderate too: log g(n) ~ n for n << 0, and bf16 holds log c with an
- * absolute error of 2^-9 |log c|, which for |log c| >> 1 would swamp the
- * comparison with the storage format's own error. (fp32 sides differ by
- * ~1e-7 in n: a sign flip there is too rare to matter.)
+ * bf16, so an n within bf16 rounding (2^-9 |P|) of 0 could land on the
+ * other side of 0 than the CPU's fp32 n, and its gradient would then differ
+ * by 4x: not an error, but no tolerance covers it. So for bf16 runs of
+ * these cells x is quantised to multiples of 1/2 and the weights and
+ * biases to multiples of 1/64: every product and partial sum of P = xW is
+ * a multiple of 1/128 below 2^7 in magnitude (at most 14 significant
+ * bits), exact in fp32 in any order and in cuBLAS's tensor-core
+ * accumulation, and P itself is exact in bf16 wherever n is near 0 (there
+ * |P| < 2: at most 8 significant bits).
+ * Both sides then see the same n and take the same branch. (fp32 runs
+ * differ by ~1e-7 in n: a flip there is too rare to matter.)
  */
-static void steer_n(const prnn_cell_desc *d, float *w, int64_t P, float *x, int64_t BT)
+static float quantise(float v, float step) { return step * nearbyintf(v / step); }
+
+static void exact_n(const prnn_cell_desc *d, float *w, int64_t P, float *x, int64_t nx)
 {
     if (d->type != PRNN_CELL_MINGRU && d->type != PRNN_CELL_MINLSTM) return;
-    const int64_t G = prnn_cell_gates(d), H = d->H, gn = G - 1; /* n is the last group */
-    const int64_t dirs = d->bidirectional ? 2 : 1, blk = P / dirs, GH = G * H;
-    for (int64_t t = 0; t < BT; t++) x[t * d->D] = 4.0f;
-    for (int64_t k = 0; k < dirs; k++) {
-        float *wk = w + k * blk;
-        for (int64_t j = 0; j < H; j++) {
-            wk[gn * H + j] = (j + g_case) % 2 ? 0.5f : -0.5f; /* row 0 of W */
-            for (int64_t i = 1; i < d->D; i++) wk[i * GH + gn * H + j] *= 0.25f;
-            if (d->bias) wk[d->D * GH + gn * H + j] *= 0.25f;
-        }
-    }
+    for (int64_t i = 0; i < nx; i++) x[i] = quantise(x[i], 0.5f);
+    for (int64_t i = 0; i < P; i++) w[i] = quantise(w[i], 1.0f / 64);
 }
 
 /* States: c must be positive in log space; x_prev and GILR's s any sign. */
@@ -486,7 +478,7 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
     tu_fill_f32(dy, ny, -1.0, 1.0);
     tu_fill_f32(dp0, P, -1.0, 1.0); /* the backward adds to it */
     fill_lengths(len, B, T);
-    if (dt == PRNN_DTYPE_BF16) steer_n(&cd, w, P, x, B * T);
+    if (dt == PRNN_DTYPE_BF16) exact_n(&cd, w, P, x, nx);
     /* Both sides see the values the GPU stores. */
     round_to(x, nx, dt);
     round_to(w, P, dt);
@@ -531,8 +523,10 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
                      prnn_strerror(sb), prnn_strerror(ss));
         } else {
             const tolerance t = tol_of(dt);
-            float *got = tu_malloc((size_t)(nx > ny ? (nx > P ? nx : P) : (ny > P ? ny : P)) * 4 +
-                                   (size_t)ns * 4);
+            int64_t most = nx > ny ? nx : ny;
+            if (P > most) most = P;
+            if (ns > most) most = ns;
+            float *got = tu_malloc((size_t)most * 4);
             char line[512] = "";
             int ok = 1;
             download(got, d_y, ny, dt);
@@ -545,7 +539,12 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
 
             line[0] = '\0';
             ok = 1;
-            const tolerance tb = dt == PRNN_DTYPE_BF16 && cd.log_space ? TOL_BF16_LOG : t;
+            /* the backward in log space: the looser of the two bounds */
+            tolerance tb = t;
+            if (dt == PRNN_DTYPE_BF16 && cd.log_space) {
+                tb.norm = fmax(t.norm, TOL_BF16_LOG.norm);
+                tb.max = fmax(t.max, TOL_BF16_LOG.max);
+            }
             download(got, d_dx, nx, dt);
             ok &= cmp(line, sizeof line, "dx", got, rdx, nx, tb);
             download(got, d_dp, P, PRNN_DTYPE_F32);
@@ -555,7 +554,7 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
                 ok &= cmp(line, sizeof line, "dh0", got, rdh0, ns, tb);
             }
             tu_check(ok, "%s bwd:%s (tol %g/%g%s)", what, line, tb.norm, tb.max,
-                     tb.norm != t.norm ? ": bf16 log space" : "");
+                     tb.norm != t.norm || tb.max != t.max ? ": bf16 log space" : "");
             free(got);
         }
         dfree(d_x), dfree(d_w), dfree(d_dy), dfree(d_h0), dfree(d_dhT), dfree(d_dp);
