@@ -43,6 +43,7 @@ typedef enum prnn_status {
     PRNN_ERR_UNSUPPORTED,      /* valid request this build or device cannot do */
     PRNN_ERR_NO_DEVICE,        /* no usable CUDA device */
     PRNN_ERR_CUDA,             /* the CUDA runtime reported an error */
+    PRNN_ERR_COMM,             /* MPI or NCCL communication failed (prnn_dist.h) */
     PRNN_STATUS_COUNT_
 } prnn_status;
 

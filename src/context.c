@@ -29,6 +29,7 @@ const char *prnn_strerror(prnn_status status)
     case PRNN_ERR_UNSUPPORTED: return "this build or device does not support the request";
     case PRNN_ERR_NO_DEVICE: return "no usable CUDA device";
     case PRNN_ERR_CUDA: return "the CUDA runtime reported an error";
+    case PRNN_ERR_COMM: return "MPI or NCCL communication between processes failed";
     case PRNN_STATUS_COUNT_: break;
     }
     return "unknown status code";

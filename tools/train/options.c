@@ -202,6 +202,11 @@ static const opt_spec specs[] = {
      "off"},
     {"threads", K_I64, FOR_ALL, "Compute", "N", 0, 4096, 0, OFF(threads), NULL,
      "CPU worker threads (0: all cores)", "0"},
+    {"dist", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(dist), NULL,
+     "data parallel over the processes of an MPI job (mpirun -np N prnn train --dist ...; "
+     "one process per GPU, each takes the GPU of its rank on the node): each trains on its "
+     "share of the rows of every batch, so N processes at --batch B train as one does",
+     "off"},
 
     {"eval-interval", K_I64, FOR_TRAIN, "Evaluation and output", "N", 0, TRILLION, 0,
      OFF(eval_interval), NULL,

@@ -9,7 +9,9 @@
  * as safetensors, optimizer and data state beside them) are written
  * atomically; --resume continues exactly where the state file says, and on
  * the CPU reproduces the uninterrupted run's losses bit for bit. Ctrl-C
- * finishes the current step, saves a checkpoint and exits.
+ * finishes the current step, saves a checkpoint and exits. With --dist the
+ * processes of an MPI job split each batch's rows and average their
+ * gradients (dist.h); rank 0 alone prints, logs and saves.
  *
  * Size letters: B batch rows, T steps per row, V vocabulary (256 bytes).
  */
@@ -23,6 +25,7 @@
 
 #include "ckpt.h"
 #include "data.h"
+#include "dist.h"
 #include "log.h"
 #include "options.h"
 #include "prnn.h"
@@ -92,10 +95,11 @@ static prnn_model_config model_config(const train_options *o)
     return c;
 }
 
-static prnn_status ctx_open(const train_options *o, prnn_ctx **ctx)
+static prnn_status ctx_open(const train_options *o, int cuda_device, prnn_ctx **ctx)
 {
     prnn_ctx_config cc = prnn_ctx_config_default();
     cc.device = o->device;
+    cc.cuda_device = cuda_device;
     cc.num_threads = (int)o->threads;
     return prnn_ctx_init(ctx, &cc);
 }
@@ -332,6 +336,9 @@ typedef struct trainer {
     dev_batch dev[2];
     train_state st;     /* step, tokens, sampler, rng, best loss (m, v unused) */
     train_log log;
+    train_dist *dist;   /* --dist: this process's part of the job (dist.h) */
+    int64_t rows;       /* rows of each batch this process trains on */
+    double share[2];    /* [slot] this process's share of the batch's scored tokens */
 } trainer;
 
 static int save_checkpoint(trainer *t)
@@ -430,9 +437,12 @@ static int stage_batch(trainer *t, train_batch *hb, int k)
         fprintf(stderr, "prnn train: cannot draw a training batch\n");
         return 1;
     }
-    const size_t bytes = (size_t)(hb->B * hb->T) * sizeof(int32_t);
-    memcpy(t->pin[k][0], hb->x, bytes);
-    memcpy(t->pin[k][1], hb->y, bytes);
+    int64_t first = 0;
+    t->rows = train_dist_rows(t->dist, hb->B, &first);
+    t->share[k] = train_dist_share(t->dist, hb, first, t->rows);
+    const size_t bytes = (size_t)(t->rows * hb->T) * sizeof(int32_t);
+    memcpy(t->pin[k][0], hb->x + first * hb->T, bytes);
+    memcpy(t->pin[k][1], hb->y + first * hb->T, bytes);
     prnn_status s = prnn_mem_upload(t->copy, t->dev[k].x, t->pin[k][0], bytes);
     if (s == PRNN_OK) s = prnn_mem_upload(t->copy, t->dev[k].y, t->pin[k][1], bytes);
     if (s != PRNN_OK) return fail_status("uploading a batch", s);
@@ -504,17 +514,20 @@ int train_cmd_train(int argc, char **argv)
     memset(&e, 0, sizeof e);
     rc = 1;
 
+    if (o->dist && train_dist_open(&t->dist) != 0) goto done;
+    const int lead = train_dist_lead(t->dist);
     if (make_dirs(o->out_dir) != 0) goto done;
     train_data_config dc = train_options_data_config(o);
     if (train_data_open(&t->data, &dc, &e) != TRAIN_IO_OK) {
         fprintf(stderr, "prnn train: %s\n", e.msg);
         goto done;
     }
-    PCHECK("creating the context", ctx_open(o, &t->ctx));
+    PCHECK("creating the context", ctx_open(o, train_dist_device(t->dist), &t->ctx));
     if (o->device == PRNN_DEVICE_CUDA)
-        PCHECK("creating the copy context", ctx_open(o, &t->copy));
+        PCHECK("creating the copy context", ctx_open(o, train_dist_device(t->dist), &t->copy));
     else
         t->copy = t->ctx;
+    if (train_dist_attach(t->dist, t->ctx, B) != 0) goto done;
     prnn_model_config mc = model_config(o);
     PCHECK("building the model", prnn_model_init(t->ctx, &t->model, &mc));
     t->P = prnn_model_param_count(t->model);
@@ -547,7 +560,8 @@ int train_cmd_train(int argc, char **argv)
         train_sampler_init(&t->st.sampler, o->seed);
         train_rng_seed2(&t->st.rng, o->seed, 0x747261696eull); /* "train" */
     }
-    if (train_log_open(&t->log, o->log_path, o->resume, t->data.describe, &e) != TRAIN_IO_OK) {
+    if (train_log_open(&t->log, lead ? o->log_path : "/dev/null", o->resume, t->data.describe,
+                       &e) != TRAIN_IO_OK) {
         fprintf(stderr, "prnn train: %s\n", e.msg);
         goto done;
     }
@@ -588,11 +602,13 @@ int train_cmd_train(int argc, char **argv)
         prnn_model *m = t->model;
         PCHECK("zeroing gradients", prnn_model_zero_grads(m));
         /* Dropout masks depend on (seed, step) only, so a resumed run draws
-         * the same masks. */
-        const uint64_t drop_seed = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)step;
-        PCHECK("forward", prnn_model_forward(m, B, T, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
+         * the same masks (and on the rank with --dist: dist.h). */
+        const uint64_t drop_seed =
+            train_dist_seed(t->dist, o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)step);
+        PCHECK("forward", prnn_model_forward(m, t->rows, T, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
         PHASE(1);
-        PCHECK("backward", prnn_model_backward(m, 1.0));
+        PCHECK("backward", prnn_model_backward(m, train_dist_loss_scale(t->dist, t->share[k])));
+        PCHECK("averaging gradients", train_dist_average(t->dist, prnn_model_grads(m), t->P));
         PHASE(2);
 
         /* While the GPU works: the next batch, into the other slot. */
@@ -610,6 +626,9 @@ int train_cmd_train(int argc, char **argv)
         PHASE(3);
         float loss = 0;
         PCHECK("reading the loss", prnn_mem_download(t->ctx, &loss, t->d_loss, sizeof loss));
+        int stop = g_stop;
+        PCHECK("averaging the loss", train_dist_step_end(t->dist, &loss, t->share[k], &stop));
+        g_stop = stop;
         if (!isfinite(loss)) {
             fprintf(stderr, "prnn train: the loss is %f at step %lld; stopping (lower --lr?)\n",
                     (double)loss, (long long)step + 1);
@@ -650,7 +669,7 @@ int train_cmd_train(int argc, char **argv)
                 goto done;
             }
         }
-        if ((o->ckpt_interval && t->st.step % o->ckpt_interval == 0) || last) {
+        if (lead && ((o->ckpt_interval && t->st.step % o->ckpt_interval == 0) || last)) {
             train_sampler cur = t->st.sampler;
             t->st.sampler = sampler_after;
             const int r = save_checkpoint(t);
@@ -674,7 +693,7 @@ int train_cmd_train(int argc, char **argv)
             printf(" %s %.3f (%.0f%%)%s", names[i], phase[i] * 1e3 / (double)(done_here - 1),
                    tot > 0 ? 100.0 * phase[i] / tot : 0.0, i < 3 ? "," : "\n");
     }
-    if (!g_stop) {
+    if (!g_stop && lead) {
         printf("\nsample (temperature %.2f):\n", o->temperature);
         if (generate(t->ctx, t->model, "The ", 300, o->temperature, o->top_k, o->seed, stdout) != 0)
             goto done;
@@ -687,6 +706,7 @@ done:
         rc = 1;
     }
     train_batch_free(&hb);
+    train_dist_close(t->dist, rc);
     if (t->ctx) {
         for (int j = 0; j < 2; j++) {
             prnn_mem_free_pinned(t->ctx, t->pin[j][0]);
@@ -724,7 +744,7 @@ static int open_checkpoint(train_options *o, prnn_ctx **ctx, prnn_model **m)
         fprintf(stderr, "prnn %s: %s\n", train_command_name(o->command), e.msg);
         goto done;
     }
-    PCHECK("creating the context", ctx_open(o, ctx));
+    PCHECK("creating the context", ctx_open(o, 0, ctx));
     prnn_model_config mc = model_config(o);
     PCHECK("building the model", prnn_model_init(*ctx, m, &mc));
     rc = load_weights(*ctx, *m, &f);

@@ -1,0 +1,168 @@
+/*
+ * prnn_dist.h - prnn beyond one device: a distributed context over the
+ * processes of an MPI job, the sequence-parallel scan, and the gradient
+ * average of data-parallel training.
+ *
+ * One process per device. On a CPU context the processes talk through MPI;
+ * on a CUDA context through NCCL (set up over MPI), on the context's stream,
+ * so collectives queue behind the work that produced their inputs like any
+ * other op. The header needs no MPI or NCCL header: a communicator is passed
+ * by address (a `const MPI_Comm *` as `const void *`).
+ *
+ * Sequence parallelism. The time axis of a (B, T, H) scan is cut into
+ * contiguous segments, one per rank in rank order: rank r holds steps
+ * [off_r, off_r + T_r), T_r >= 1, segments of any lengths. Every rank scans
+ * its own segment; the segments' summaries (A = product of a, S = the
+ * segment's scan from zero), a few (B, H) tensors per rank, are all-gathered
+ * and merged with the scan's associative rule
+ *
+ *     (A1, S1) then (A2, S2) = (A2 * A1, A2 * S1 + S2)
+ *
+ * into each segment's true start state, from which it is scanned once more,
+ * exactly. Communication is O(ranks * B * H) per call whatever T is, so one
+ * sequence can be longer than any one device holds.
+ *
+ * Data parallelism. prnn_dist_allreduce_mean averages a gradient buffer over
+ * the ranks; every rank receives the same bits.
+ *
+ * Every function is collective: all ranks of the context call it, in the
+ * same order, with matching arguments. Available when the library was built
+ * with MPI (the build defines PRNN_HAVE_DIST); CUDA contexts also need NCCL.
+ *
+ * Size letters: B batch rows, T_r the calling rank's time steps, H channels,
+ * n elements of a flat buffer.
+ */
+#ifndef PRNN_DIST_H
+#define PRNN_DIST_H
+
+#include "prnn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The process and the job                                                  */
+
+typedef struct prnn_dist_info {
+    int rank, size;             /* in MPI_COMM_WORLD */
+    int local_rank, local_size; /* among the processes of this node: the
+                                   CUDA device a process takes is usually
+                                   local_rank */
+} prnn_dist_info;
+
+/*
+ * Starts MPI (MPI_Init_thread, funneled) unless the program already has, and
+ * describes the calling process. Call it before creating the context, to
+ * pick the CUDA device from local_rank. Outside mpirun a process is a job of
+ * one. info may be NULL. Pair each successful call with prnn_dist_mpi_stop.
+ */
+prnn_status prnn_dist_mpi_start(prnn_dist_info *info);
+
+/* Matches one prnn_dist_mpi_start; the last one finalizes MPI if
+ * prnn_dist_mpi_start started it (a program that called MPI_Init itself
+ * keeps MPI running). Free every prnn_dist first. */
+prnn_status prnn_dist_mpi_stop(void);
+
+/* ------------------------------------------------------------------------ */
+/* The distributed context                                                  */
+
+typedef struct prnn_dist prnn_dist;
+
+/*
+ * Creates a distributed context over the processes of an MPI communicator
+ * (mpi_comm points to an MPI_Comm; NULL means MPI_COMM_WORLD), which it
+ * duplicates, for computations on ctx. ctx must outlive the distributed
+ * context. A CUDA context gets an NCCL communicator on ctx's device (one
+ * device per rank): PRNN_ERR_UNSUPPORTED when the build has no NCCL. MPI must
+ * be started (prnn_dist_mpi_start or the program's own MPI_Init).
+ */
+prnn_status prnn_dist_init(prnn_dist **dist, prnn_ctx *ctx, const void *mpi_comm);
+
+/* Frees a distributed context (collective). NULL is a no-op. */
+void prnn_dist_free(prnn_dist *dist);
+
+int prnn_dist_rank(const prnn_dist *dist);
+int prnn_dist_size(const prnn_dist *dist);
+prnn_ctx *prnn_dist_ctx(const prnn_dist *dist);
+
+/* "mpi" or "nccl": what carries the tensors. */
+const char *prnn_dist_backend(const prnn_dist *dist);
+
+/* ------------------------------------------------------------------------ */
+/* Data parallel                                                            */
+
+/*
+ * buf (n) fp32 on the context's device, in place: the element-wise mean over
+ * the ranks. Each element is summed once (reduce-scatter, then all-gather),
+ * so every rank receives identical bits; the sum is divided by the rank
+ * count (not multiplied by its inverse), so a mean that is representable
+ * comes out exact when the sum is.
+ */
+prnn_status prnn_dist_allreduce_mean(prnn_dist *dist, float *buf, int64_t n);
+
+/* buf (n) double in HOST memory on every context: the element-wise sum over
+ * the ranks (losses, token counts, flags). */
+prnn_status prnn_dist_allreduce_sum_host(prnn_dist *dist, double *buf, int64_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Sequence parallel scan                                                   */
+
+/*
+ * The scan of prnn_scan_forward over a time axis cut into segments, one per
+ * rank. desc is the calling rank's segment: desc->T = T_r; B, H, dtype,
+ * reverse and the presence of lengths must match on every rank (checked:
+ * every rank returns PRNN_ERR_INVALID_ARGUMENT otherwise). desc->lengths,
+ * when given, are the rows' GLOBAL valid lengths in [0, sum of T_r] (the
+ * same array on every rank). algo and chunk apply to the local scans.
+ * dtype as prnn_scan_forward: F32, F64 on the CPU; F32, BF16, F16 on CUDA.
+ *
+ * Direction. A forward scan runs from rank 0's first step to the last rank's
+ * last; a reverse scan (desc->reverse = 1) from the last rank's last step
+ * back to rank 0's first.
+ *
+ *   h   (B, T_r, H) out  this segment's states, exactly as the one-device
+ *                        scan of the whole sequence would give them
+ *   hT  (B, H)      out  the global final state, on every rank that passes
+ *                        it (identical bits on all); optional
+ *   a   (B, T_r, H) in
+ *   b   (B, T_r, H) in
+ *   h0  (B, H)      in   the global initial state: read on rank 0 only (in
+ *                        either direction), ignored elsewhere; optional
+ *
+ * Cost: one pass reading a and b (the summary), the exchange, and the local
+ * scan from the true start state. A job of one rank is the local scan.
+ */
+prnn_status prnn_dist_scan_forward(prnn_dist *dist, const prnn_scan_desc *desc,
+                                   void *h, void *hT,
+                                   const void *a, const void *b, const void *h0);
+
+/*
+ * The backward of prnn_dist_scan_forward, as prnn_scan_backward for the
+ * calling rank's segment: the gradient entering from later segments (in the
+ * scan's direction) is merged from the ranks' summaries of a and dh, and the
+ * state entering the segment from its predecessor's last valid h.
+ *
+ *   da  (B, T_r, H) out
+ *   db  (B, T_r, H) out
+ *   dh0 (B, H)      out  rank 0: dL/dh0 of the global initial state; other
+ *                        ranks: zeros; optional
+ *   a   (B, T_r, H) in   as given to the forward
+ *   h   (B, T_r, H) in   the forward's output
+ *   h0  (B, H)      in   as given to the forward (read on rank 0 only)
+ *   dh  (B, T_r, H) in   dL/dh, optional
+ *   dhT (B, H)      in   this rank's share of dL/dhT: hT is given to every
+ *                        rank, so the gradient used is the SUM over the ranks
+ *                        of what they pass (pass it on one rank to give it
+ *                        once); optional
+ */
+prnn_status prnn_dist_scan_backward(prnn_dist *dist, const prnn_scan_desc *desc,
+                                    void *da, void *db, void *dh0,
+                                    const void *a, const void *h, const void *h0,
+                                    const void *dh, const void *dhT);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRNN_DIST_H */

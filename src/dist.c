@@ -1,0 +1,549 @@
+/*
+ * dist.c - the distributed context (include/prnn_dist.h): MPI start-up, the
+ * communicators, the data-parallel all-reduce, and the sequence-parallel
+ * scan's logic for both devices. The CPU path is here (MPI collectives on
+ * host memory, summaries in dist_cpu_impl.h); CUDA contexts call
+ * dist_cuda.cu for NCCL and the kernels (built when NCCL is found, marked
+ * by PRNN_DIST_NCCL). Built only when CMake finds MPI.
+ *
+ * Every entry point is collective. A rank that finds a bad argument still
+ * takes part in the first exchange of a call, so that every rank learns of
+ * it and returns instead of waiting for a partner that left.
+ *
+ * Size letters: B batch rows, T the local time steps, H channels, N ranks,
+ * K record slots, n elements of a flat buffer.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "dist_internal.h"
+
+#define REAL float
+#define FN(name) name##_f32
+#include "dist_cpu_impl.h"
+#undef REAL
+#undef FN
+#define REAL double
+#define FN(name) name##_f64
+#include "dist_cpu_impl.h"
+#undef REAL
+#undef FN
+
+struct prnn_dist {
+    prnn_ctx *ctx;
+    MPI_Comm comm; /* our duplicate of the caller's communicator */
+    int rank, size;
+    void *nccl;    /* ncclComm_t on CUDA contexts */
+
+    /* Workspace on the context's device (records, GPU scratch), grown on
+     * demand and kept. */
+    void *ws;
+    size_t ws_bytes;
+    /* Host workspace: the local lengths (B), the all-reduce's share. */
+    int64_t *len;
+    int64_t len_cap;
+    float *share;
+    int64_t share_cap;
+    int *counts, *displs; /* (N) */
+};
+
+/* ------------------------------------------------------------------------ */
+/* MPI                                                                      */
+
+/* Starts that stop has yet to match, when prnn_dist_mpi_start initialised
+ * MPI (0 when the program did, or nothing has started it). */
+static int g_refs;
+
+static prnn_status mpi_ok(int rc) { return rc == MPI_SUCCESS ? PRNN_OK : PRNN_ERR_COMM; }
+
+prnn_status prnn_dist_mpi_start(prnn_dist_info *info)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) return PRNN_ERR_COMM;
+    if (!inited) {
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            return PRNN_ERR_COMM;
+        g_refs = 1;
+    } else if (g_refs > 0) {
+        g_refs++;
+    }
+    if (!info) return PRNN_OK;
+    MPI_Comm node;
+    prnn_status s = mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &info->rank));
+    if (s == PRNN_OK) s = mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &info->size));
+    if (s == PRNN_OK)
+        s = mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info->rank,
+                                       MPI_INFO_NULL, &node));
+    if (s != PRNN_OK) return s;
+    s = mpi_ok(MPI_Comm_rank(node, &info->local_rank));
+    if (s == PRNN_OK) s = mpi_ok(MPI_Comm_size(node, &info->local_size));
+    MPI_Comm_free(&node);
+    return s;
+}
+
+prnn_status prnn_dist_mpi_stop(void)
+{
+    if (g_refs == 0 || --g_refs > 0) return PRNN_OK;
+    return mpi_ok(MPI_Finalize());
+}
+
+/* ------------------------------------------------------------------------ */
+/* The distributed context                                                  */
+
+prnn_status prnn_dist_init(prnn_dist **out, prnn_ctx *ctx, const void *mpi_comm)
+{
+    if (!out || !ctx) return PRNN_ERR_NULL_POINTER;
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) return PRNN_ERR_COMM;
+    prnn_dist *d = calloc(1, sizeof *d);
+    if (!d) return PRNN_ERR_OUT_OF_MEMORY;
+    d->ctx = ctx;
+    d->comm = MPI_COMM_NULL;
+    const MPI_Comm parent = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+    prnn_status s = mpi_ok(MPI_Comm_dup(parent, &d->comm));
+    if (s == PRNN_OK) {
+        /* Failures come back as codes, to become a status. */
+        MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(d->comm, &d->rank);
+        MPI_Comm_size(d->comm, &d->size);
+        d->counts = calloc((size_t)d->size, sizeof(int));
+        d->displs = calloc((size_t)d->size, sizeof(int));
+        if (!d->counts || !d->displs) s = PRNN_ERR_OUT_OF_MEMORY;
+    }
+    if (s == PRNN_OK && ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        /* Rank 0 makes the NCCL id and broadcasts it with its status, so
+         * that a failure there stops every rank before the blocking init. */
+        unsigned char msg[PRNN_DIST_NCCL_ID_BYTES + 8];
+        memset(msg, 0, sizeof msg);
+        if (d->rank == 0) msg[0] = (unsigned char)prnn_dist_nccl_unique_id(ctx, msg + 8);
+        s = mpi_ok(MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, d->comm));
+        if (s == PRNN_OK) s = (prnn_status)msg[0];
+        if (s == PRNN_OK) s = prnn_dist_nccl_init(ctx, &d->nccl, msg + 8, d->rank, d->size);
+        /* Everyone agrees on the outcome. */
+        int bad = s != PRNN_OK, any = 0;
+        if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS) any = 1;
+        if (any && s == PRNN_OK) s = PRNN_ERR_COMM;
+#else
+        s = PRNN_ERR_UNSUPPORTED;
+#endif
+    }
+    if (s != PRNN_OK) {
+        prnn_dist_free(d);
+        return s;
+    }
+    *out = d;
+    return PRNN_OK;
+}
+
+void prnn_dist_free(prnn_dist *d)
+{
+    if (!d) return;
+#ifdef PRNN_DIST_NCCL
+    if (d->nccl) prnn_dist_nccl_free(d->ctx, d->nccl);
+#endif
+    prnn_mem_free(d->ctx, d->ws);
+    if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
+    free(d->len);
+    free(d->share);
+    free(d->counts);
+    free(d->displs);
+    free(d);
+}
+
+int prnn_dist_rank(const prnn_dist *d) { return d ? d->rank : 0; }
+int prnn_dist_size(const prnn_dist *d) { return d ? d->size : 1; }
+prnn_ctx *prnn_dist_ctx(const prnn_dist *d) { return d ? d->ctx : NULL; }
+
+const char *prnn_dist_backend(const prnn_dist *d)
+{
+    return d && d->ctx->device == PRNN_DEVICE_CUDA ? "nccl" : "mpi";
+}
+
+/* Workspace of at least `bytes` on the context's device. Growing waits for
+ * the device (prnn_mem_free of device memory does). */
+static void *workspace(prnn_dist *d, size_t bytes)
+{
+    if (d->ws && d->ws_bytes >= bytes) return d->ws;
+    prnn_mem_free(d->ctx, d->ws);
+    d->ws = NULL;
+    d->ws_bytes = 0;
+    if (prnn_mem_alloc(d->ctx, &d->ws, bytes) != PRNN_OK) return NULL;
+    d->ws_bytes = bytes;
+    return d->ws;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Data parallel                                                            */
+
+/* Elements per round of the CPU all-reduce (bounds MPI's int counts and
+ * the share buffer: 64 MiB of fp32 in flight). */
+#define ALLREDUCE_CHUNK ((int64_t)1 << 24)
+
+prnn_status prnn_dist_allreduce_mean(prnn_dist *d, float *buf, int64_t n)
+{
+    if (!d || (!buf && n > 0)) return PRNN_ERR_NULL_POINTER;
+    if (n < 0) return PRNN_ERR_INVALID_SIZE;
+    if (n == 0 || d->size == 1) return PRNN_OK;
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        return prnn_dist_nccl_allreduce_mean(d->ctx, d->nccl, buf, n, d->size);
+#else
+        return PRNN_ERR_UNSUPPORTED;
+#endif
+    }
+    const int N = d->size;
+    const int64_t per = (n < ALLREDUCE_CHUNK ? n : ALLREDUCE_CHUNK) / N + 1;
+    if (per > d->share_cap) {
+        float *p = realloc(d->share, (size_t)per * sizeof(float));
+        if (!p) return PRNN_ERR_OUT_OF_MEMORY;
+        d->share = p;
+        d->share_cap = per;
+    }
+    /* Reduce-scatter then all-gather: each element is summed by one rank,
+     * so all ranks end with the same bits whatever MPI's summation order. */
+    for (int64_t off = 0; off < n; off += ALLREDUCE_CHUNK) {
+        const int64_t c = n - off < ALLREDUCE_CHUNK ? n - off : ALLREDUCE_CHUNK;
+        for (int r = 0; r < N; r++) {
+            const int64_t lo = c * r / N, hi = c * (r + 1) / N;
+            d->counts[r] = (int)(hi - lo);
+            d->displs[r] = (int)lo;
+        }
+        prnn_status s = mpi_ok(
+            MPI_Reduce_scatter(buf + off, d->share, d->counts, MPI_FLOAT, MPI_SUM, d->comm));
+        if (s != PRNN_OK) return s;
+        const int mine = d->counts[d->rank];
+        for (int i = 0; i < mine; i++)
+            d->share[i] /= (float)N;
+        s = mpi_ok(MPI_Allgatherv(d->share, mine, MPI_FLOAT, buf + off, d->counts, d->displs,
+                                  MPI_FLOAT, d->comm));
+        if (s != PRNN_OK) return s;
+    }
+    return PRNN_OK;
+}
+
+prnn_status prnn_dist_allreduce_sum_host(prnn_dist *d, double *buf, int64_t n)
+{
+    if (!d || (!buf && n > 0)) return PRNN_ERR_NULL_POINTER;
+    if (n < 0) return PRNN_ERR_INVALID_SIZE;
+    for (int64_t off = 0; off < n; off += INT_MAX / 2) {
+        const int64_t c = n - off < INT_MAX / 2 ? n - off : INT_MAX / 2;
+        prnn_status s = mpi_ok(
+            MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)c, MPI_DOUBLE, MPI_SUM, d->comm));
+        if (s != PRNN_OK) return s;
+    }
+    return PRNN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sequence parallel scan: checks and the local segment                     */
+
+/* What every rank tells the others at the start of a call. */
+enum { I_STATUS, I_B, I_T, I_H, I_DTYPE, I_REVERSE, I_HAS_LEN, I_LEN_HASH, I_COUNT };
+
+static uint64_t lengths_hash(const int64_t *len, int64_t B)
+{
+    uint64_t x = 1469598103934665603ull; /* FNV-1a over the values */
+    for (int64_t i = 0; i < B; i++) {
+        x ^= (uint64_t)len[i];
+        x *= 1099511628211ull;
+    }
+    return x;
+}
+
+/* This call's geometry: the local descriptor (T = the segment, lengths =
+ * the rows' local valid steps) and the ranks' order. */
+typedef struct {
+    prnn_scan_desc local;
+    int p;      /* this rank's position in scan order */
+    int64_t BH;
+    int f64;    /* records in double (CPU F64), else float */
+} dist_call;
+
+/*
+ * The first exchange of every sequence-parallel call. `s` is what this rank
+ * found wrong with its own arguments (PRNN_OK if nothing). All ranks share
+ * their descriptors, and all return the same verdict: a rank's own error,
+ * else the first other rank's error, else PRNN_ERR_INVALID_ARGUMENT when
+ * the descriptors disagree. Then the local descriptor: this segment's
+ * offset in the global time axis gives each row's local valid steps.
+ */
+static prnn_status dist_begin(prnn_dist *d, const prnn_scan_desc *desc, prnn_status s,
+                              dist_call *c)
+{
+    int64_t mine[I_COUNT] = {0};
+    mine[I_STATUS] = s;
+    if (s == PRNN_OK) {
+        mine[I_B] = desc->B, mine[I_T] = desc->T, mine[I_H] = desc->H;
+        mine[I_DTYPE] = desc->dtype, mine[I_REVERSE] = desc->reverse;
+        mine[I_HAS_LEN] = desc->lengths != NULL;
+        mine[I_LEN_HASH] = desc->lengths ? (int64_t)lengths_hash(desc->lengths, desc->B) : 0;
+    }
+    const int N = d->size;
+    int64_t *all = malloc((size_t)N * I_COUNT * sizeof(int64_t));
+    if (!all) return s != PRNN_OK ? s : PRNN_ERR_OUT_OF_MEMORY; /* cannot take part */
+    prnn_status m = mpi_ok(
+        MPI_Allgather(mine, I_COUNT, MPI_INT64_T, all, I_COUNT, MPI_INT64_T, d->comm));
+    if (m != PRNN_OK) {
+        free(all);
+        return s != PRNN_OK ? s : m;
+    }
+    prnn_status verdict = s;
+    int64_t off = 0, total = 0;
+    for (int r = 0; r < N && verdict == PRNN_OK; r++) {
+        const int64_t *x = all + (int64_t)r * I_COUNT;
+        if (x[I_STATUS] != PRNN_OK) {
+            verdict = (prnn_status)x[I_STATUS];
+            break;
+        }
+        for (int k = I_B; k < I_COUNT; k++)
+            if (k != I_T && x[k] != all[k]) verdict = PRNN_ERR_INVALID_ARGUMENT;
+        if (r < d->rank) off += x[I_T];
+        total += x[I_T];
+    }
+    free(all);
+    if (verdict != PRNN_OK) return verdict;
+
+    /* Global lengths lie in [0, sum of T]; the same array everywhere (the
+     * hash agreed), so every rank reaches the same verdict here too. */
+    const int64_t B = desc->B;
+    if (desc->lengths) {
+        for (int64_t i = 0; i < B; i++)
+            if (desc->lengths[i] < 0 || desc->lengths[i] > total) return PRNN_ERR_INVALID_LENGTH;
+        if (B > d->len_cap) {
+            int64_t *p = realloc(d->len, (size_t)B * sizeof(int64_t));
+            if (!p) return PRNN_ERR_OUT_OF_MEMORY;
+            d->len = p;
+            d->len_cap = B;
+        }
+        for (int64_t i = 0; i < B; i++) {
+            const int64_t l = desc->lengths[i] - off;
+            d->len[i] = l < 0 ? 0 : l > desc->T ? desc->T : l;
+        }
+    }
+    c->local = *desc;
+    c->local.lengths = desc->lengths ? d->len : NULL;
+    c->p = desc->reverse ? N - 1 - d->rank : d->rank;
+    c->BH = desc->B * desc->H;
+    c->f64 = desc->dtype == PRNN_DTYPE_F64;
+    return PRNN_OK;
+}
+
+/* What a rank can check of its own arguments before the exchange. */
+static prnn_status check_local(const prnn_dist *d, const prnn_scan_desc *desc)
+{
+    if (!desc) return PRNN_ERR_NULL_POINTER;
+    if (desc->B <= 0 || desc->T <= 0 || desc->H <= 0) return PRNN_ERR_INVALID_SIZE;
+    if ((unsigned)desc->dtype >= PRNN_DTYPE_COUNT_) return PRNN_ERR_INVALID_ARGUMENT;
+    if (desc->reverse != 0 && desc->reverse != 1) return PRNN_ERR_INVALID_ARGUMENT;
+    const int cuda = d->ctx->device == PRNN_DEVICE_CUDA;
+    if (!cuda && desc->dtype != PRNN_DTYPE_F32 && desc->dtype != PRNN_DTYPE_F64)
+        return PRNN_ERR_UNSUPPORTED;
+    if (cuda && desc->dtype == PRNN_DTYPE_F64) return PRNN_ERR_UNSUPPORTED;
+#ifndef PRNN_DIST_NCCL
+    if (cuda) return PRNN_ERR_UNSUPPORTED;
+#endif
+    int64_t bt, bth, bh, rec;
+    if (!prnn_mul_ok(desc->B, desc->T, &bt) || !prnn_mul_ok(bt, desc->H, &bth) ||
+        !prnn_mul_ok(desc->B, desc->H, &bh) || !prnn_mul_ok(bh, PRNN_DIST_KB, &rec) ||
+        rec > INT_MAX || !prnn_mul_ok(rec, d->size, &rec) || rec > INT64_MAX / 16)
+        return PRNN_ERR_SIZE_OVERFLOW;
+    return PRNN_OK;
+}
+
+/* Records and merge outputs in the workspace: send (K*BH), recv (N*K*BH),
+ * then `extra` (B, H) tensors, in the record type; on CUDA also the
+ * summary kernels' scratch and the device copy of the local lengths. */
+typedef struct {
+    void *send, *recv, *extra[3];
+    float *part;
+    int64_t chunks;
+    int64_t *len_dev;
+} dist_ws;
+
+static prnn_status take_workspace(prnn_dist *d, const dist_call *c, int K, dist_ws *w)
+{
+    const int64_t es = c->f64 ? 8 : 4, BH = c->BH, N = d->size;
+    const int64_t B = c->local.B;
+    const int cuda = d->ctx->device == PRNN_DEVICE_CUDA;
+    int64_t n = (int64_t)K * BH + N * K * BH + 3 * BH; /* elements */
+    w->chunks = 0;
+#ifdef PRNN_DIST_NCCL
+    if (cuda) w->chunks = prnn_dist_cuda_chunks(d->ctx, B, c->local.T, c->local.H);
+#endif
+    const int64_t part = 2 * B * w->chunks * c->local.H;
+    const size_t bytes = (size_t)((n + part) * es + (cuda ? B * 8 + 256 : 0));
+    char *p = workspace(d, bytes);
+    if (!p) return PRNN_ERR_OUT_OF_MEMORY;
+    w->send = p;
+    w->recv = p + K * BH * es;
+    for (int k = 0; k < 3; k++)
+        w->extra[k] = p + (K * BH + N * K * BH + k * BH) * es;
+    w->part = (float *)(p + n * es);
+    w->len_dev = cuda ? (int64_t *)(((uintptr_t)(p + (n + part) * es) + 255) & ~(uintptr_t)255)
+                      : NULL;
+    return PRNN_OK;
+}
+
+/* Slot k of the send record <- src (B, H) in the record type, or zeros. */
+static prnn_status put_slot(prnn_dist *d, const dist_call *c, dist_ws *w, int k,
+                            const void *src)
+{
+    const size_t es = c->f64 ? 8 : 4, bytes = (size_t)c->BH * es;
+    char *dst = (char *)w->send + (size_t)k * bytes;
+    return src ? prnn_mem_copy(d->ctx, dst, src, bytes) : prnn_mem_zero(d->ctx, dst, bytes);
+}
+
+static prnn_status allgather(prnn_dist *d, const dist_call *c, dist_ws *w, int K)
+{
+    const int64_t count = (int64_t)K * c->BH;
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        return prnn_dist_nccl_allgather(d->ctx, d->nccl, w->send, w->recv, count);
+#else
+        return PRNN_ERR_UNSUPPORTED;
+#endif
+    }
+    const MPI_Datatype t = c->f64 ? MPI_DOUBLE : MPI_FLOAT;
+    return mpi_ok(MPI_Allgather(w->send, (int)count, t, w->recv, (int)count, t, d->comm));
+}
+
+#ifdef PRNN_DIST_NCCL
+static prnn_status upload_lengths(prnn_dist *d, const dist_call *c, dist_ws *w)
+{
+    if (!c->local.lengths || !w->len_dev) return PRNN_OK;
+    return prnn_mem_upload(d->ctx, w->len_dev, c->local.lengths,
+                           (size_t)c->local.B * sizeof(int64_t));
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Sequence parallel scan: forward and backward                             */
+
+prnn_status prnn_dist_scan_forward(prnn_dist *d, const prnn_scan_desc *desc, void *h, void *hT,
+                                   const void *a, const void *b, const void *h0)
+{
+    if (!d) return PRNN_ERR_NULL_POINTER;
+    if (d->size == 1) return prnn_scan_forward(d->ctx, desc, h, hT, a, b, h0);
+    prnn_status s = check_local(d, desc);
+    if (s == PRNN_OK && (!h || !a || !b)) s = PRNN_ERR_NULL_POINTER;
+    dist_call c;
+    dist_ws w;
+    memset(&c, 0, sizeof c);
+    memset(&w, 0, sizeof w);
+    if (s == PRNN_OK) {
+        c.BH = desc->B * desc->H, c.f64 = desc->dtype == PRNN_DTYPE_F64;
+        c.local = *desc;
+        s = take_workspace(d, &c, PRNN_DIST_KF, &w);
+    }
+    s = dist_begin(d, desc, s, &c);
+    if (s != PRNN_OK) return s;
+    const int K = PRNN_DIST_KF, N = d->size;
+    const int64_t BH = c.BH;
+
+    /* 1. This segment's summary from zero, and rank 0's h0. */
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        s = upload_lengths(d, &c, &w);
+        if (s == PRNN_OK)
+            s = prnn_dist_cuda_fwd_summary(d->ctx, &c.local, c.local.lengths ? w.len_dev : NULL,
+                                           w.send, a, b, w.part, w.chunks);
+#endif
+    } else if (c.f64) {
+        cpu_fwd_summary_f64(&c.local, c.local.lengths, w.send, a, b, d->ctx->num_threads);
+    } else {
+        cpu_fwd_summary_f32(&c.local, c.local.lengths, w.send, a, b, d->ctx->num_threads);
+    }
+    if (s == PRNN_OK) s = put_slot(d, &c, &w, DF_H0, d->rank == 0 ? h0 : NULL);
+
+    /* 2. Everyone's summaries; 3. the state entering this segment. */
+    if (s == PRNN_OK) s = allgather(d, &c, &w, K);
+    if (s != PRNN_OK) return s;
+    void *carry = w.extra[0];
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        s = prnn_dist_cuda_fwd_combine(d->ctx, w.recv, BH, N, desc->reverse, c.p, carry, hT);
+#endif
+    } else if (c.f64) {
+        cpu_fwd_combine_f64(w.recv, BH, N, desc->reverse, c.p, carry, hT);
+    } else {
+        cpu_fwd_combine_f32(w.recv, BH, N, desc->reverse, c.p, carry, hT);
+    }
+    /* 4. The segment from its true start state. */
+    if (s == PRNN_OK) s = prnn_scan_forward(d->ctx, &c.local, h, NULL, a, b, carry);
+    return s;
+}
+
+prnn_status prnn_dist_scan_backward(prnn_dist *d, const prnn_scan_desc *desc, void *da,
+                                    void *db, void *dh0, const void *a, const void *h,
+                                    const void *h0, const void *dh, const void *dhT)
+{
+    if (!d) return PRNN_ERR_NULL_POINTER;
+    if (d->size == 1) return prnn_scan_backward(d->ctx, desc, da, db, dh0, a, h, h0, dh, dhT);
+    prnn_status s = check_local(d, desc);
+    if (s == PRNN_OK && (!da || !db || !a || !h)) s = PRNN_ERR_NULL_POINTER;
+    dist_call c;
+    dist_ws w;
+    memset(&c, 0, sizeof c);
+    memset(&w, 0, sizeof w);
+    if (s == PRNN_OK) {
+        c.BH = desc->B * desc->H, c.f64 = desc->dtype == PRNN_DTYPE_F64;
+        c.local = *desc;
+        s = take_workspace(d, &c, PRNN_DIST_KB, &w);
+    }
+    s = dist_begin(d, desc, s, &c);
+    if (s != PRNN_OK) return s;
+    const int K = PRNN_DIST_KB, N = d->size;
+    const int64_t BH = c.BH;
+
+    /* 1. This segment's gradient summary and boundary state, rank 0's h0
+     * and this rank's share of dhT. */
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        s = upload_lengths(d, &c, &w);
+        if (s == PRNN_OK)
+            s = prnn_dist_cuda_bwd_summary(d->ctx, &c.local, c.local.lengths ? w.len_dev : NULL,
+                                           w.send, a, h, dh, w.part, w.chunks);
+#endif
+    } else if (c.f64) {
+        cpu_bwd_summary_f64(&c.local, c.local.lengths, w.send, a, h, dh, d->ctx->num_threads);
+    } else {
+        cpu_bwd_summary_f32(&c.local, c.local.lengths, w.send, a, h, dh, d->ctx->num_threads);
+    }
+    if (s == PRNN_OK) s = put_slot(d, &c, &w, DB_H0, d->rank == 0 ? h0 : NULL);
+    if (s == PRNN_OK) s = put_slot(d, &c, &w, DB_DT, dhT);
+
+    /* 2. Everyone's; 3. the forward state and the gradient entering this
+     * segment, and on rank 0 of a reverse scan (whose segment is the last
+     * in scan order) the gradient of the global h0. */
+    if (s == PRNN_OK) s = allgather(d, &c, &w, K);
+    if (s != PRNN_OK) return s;
+    void *h0l = w.extra[0], *dhTl = w.extra[1];
+    void *dh0_merged = d->rank == 0 && desc->reverse ? dh0 : NULL;
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        s = prnn_dist_cuda_bwd_combine(d->ctx, w.recv, BH, N, desc->reverse, c.p, h0l, dhTl,
+                                       dh0_merged);
+#endif
+    } else if (c.f64) {
+        cpu_bwd_combine_f64(w.recv, BH, N, desc->reverse, c.p, h0l, dhTl, dh0_merged);
+    } else {
+        cpu_bwd_combine_f32(w.recv, BH, N, desc->reverse, c.p, h0l, dhTl, dh0_merged);
+    }
+    /* 4. The segment's backward; rank 0 of a forward scan is first in scan
+     * order, so its local dh0 is the global one. */
+    void *dh0_local = d->rank == 0 && !desc->reverse ? dh0 : NULL;
+    if (s == PRNN_OK)
+        s = prnn_scan_backward(d->ctx, &c.local, da, db, dh0_local, a, h, h0l, dh, dhTl);
+    if (s == PRNN_OK && dh0 && d->rank != 0)
+        s = prnn_mem_zero(d->ctx, dh0, (size_t)BH * (c.f64 ? 8 : 4));
+    return s;
+}
