@@ -293,9 +293,15 @@ cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "simulated error"; }
 
 /* The library's cuda_util.cu is not part of the simulated build; the scan
- * tests need only its release hook. */
+ * tests need only its release and stream-ordering hooks. */
 struct prnn_ctx;
 void prnn_cuda_release(struct prnn_ctx *ctx);
 void prnn_cuda_release(struct prnn_ctx *ctx) { (void)ctx; }
+int prnn_cuda_wait_for(struct prnn_ctx *waiter, struct prnn_ctx *other);
+int prnn_cuda_wait_for(struct prnn_ctx *waiter, struct prnn_ctx *other)
+{
+    (void)waiter, (void)other;
+    return 0; /* the simulator runs every stream in order */
+}
 
 } /* extern "C" */
