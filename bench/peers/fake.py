@@ -44,6 +44,12 @@ def scan(store, budget, args):
                 if p == "acc-warp" and T > 65536:
                     store.row(**f, status="unsupported", short="T > 65536", why="the kernel handles T = 2^k for 32 <= T <= 65536 only")
                     continue
+                if p == "acc-warp" and dt == "bf16" and (T, B * H) in ((65536, 64), (4096, 256)):
+                    why = ("AcceleratorError: CUDA error: an illegal memory access was encountered "
+                           "(the shape's child process; the next shape ran in a fresh one)")
+                    store.row(**f, status="fail", short="AcceleratorError: CUDA error: an illegal memory access",
+                              why=why)
+                    continue
                 if p == "torch-log-compiled" and T == 1048576 and dt == "bf16":
                     store.row(**f, status="fail", short="out of memory", why="out of memory")
                     continue

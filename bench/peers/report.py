@@ -311,6 +311,23 @@ def section_scan(st, name, lines, loses):
             body.append([dt, B, fmt_T(T), H] + cells)
         lines.append(table(head, body))
         lines.append("")
+    # accelerated-scan's CUDA kernel runs in child processes: where it failed
+    warp_bad = sorted({(dt, B, H, T) for (p, dt, B, T, H, m), r in idx.items()
+                       if p == "acc-warp" and r.get("status") == "fail"
+                       and r.get("short") not in ("not built", "extension build failed", "build not done in time")},
+                      key=lambda s: (sec_scan.DTYPES.index(s[0]) if s[0] in sec_scan.DTYPES else 9, s[1] * s[2], s[3]))
+    if warp_bad:
+        whys = {}
+        for dt, B, H, T in warp_bad:
+            for m in sec_scan.MODES:
+                r = idx.get(("acc-warp", dt, B, T, H, m))
+                if r and r.get("status") == "fail":
+                    whys.setdefault(r.get("why") or r.get("short") or "?", []).append(f"{dt} B={B} T={fmt_T(T)} H={H} {m}")
+        lines.append(f"{labels['acc-warp']['label']} failed at " + "; ".join(
+            f"{', '.join(where)} ({why[:200]})" for why, where in whys.items()) + ". "
+            "It runs in child processes of the section (an illegal memory access breaks a process's CUDA "
+            "context for good: on an H200 its bf16 kernel made one at T = 64K, H = 64 and at T = 4K, H = 256 "
+            "in earlier runs), so a failure costs that peer's rows at that shape only.\n")
     # accuracy
     acc_rows = []
     for dt, B, H, T in shapes:

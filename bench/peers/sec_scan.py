@@ -14,12 +14,17 @@ dh and writes da, db); bf16 half of that.
 
 Size letters: B batch rows, T time steps, H channels; n = B*T*H.
 """
+import argparse
+import json
 import math
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
-from common import (copy_roofline, describe_env, free_cuda, measure_row, recover_cuda,
-                    setup_torch_stream)
+from common import (Budget, Store, copy_roofline, describe_env, free_cuda, measure_row, recover_cuda,
+                    setup_torch_stream, short_error)
 
 PEERS = [
     ("prnn-chunked", "prnn chunked (AUTO)",
@@ -32,7 +37,9 @@ PEERS = [
     ("acc-warp", "accelerated-scan warp",
      "accelerated_scan.warp: the package's CUDA kernel (built by torch load_inline for this card), "
      "warpscan_forward / warpscan_backward called directly on preallocated outputs (its autograd "
-     "wrapper adds a zero fill and allocations); layout (B, H, T); T must be a power of two in [32, 65536]"),
+     "wrapper adds a zero fill and allocations); layout (B, H, T); T must be a power of two in [32, 65536]; "
+     "run in child processes of the section, so that an illegal memory access (seen in bf16) "
+     "costs only the shape it happened at"),
     ("acc-triton", "accelerated-scan Triton",
      "accelerated_scan.scalar: Triton tl.associative_scan in blocks of 2048 steps (the package's "
      "default), forward_scan / backward_scan launched directly on preallocated outputs with "
@@ -54,6 +61,7 @@ BYTES_PER_ELEM = {("f32", "fwd"): 12, ("f32", "fwdbwd"): 32, ("bf16", "fwd"): 6,
 MEM_BUDGET = 40 * 2**30   # bytes of the six (B, T, H) tensors one shape may use
 ACC_MAX_N = 1 << 26       # forward accuracy against a float64 CPU scan up to this n
 ES = {"f32": 4, "bf16": 2}
+WARP_GRACE_S = 20.0       # a warp child is killed this long past the section's deadline
 
 
 def shape_list(quick):
@@ -74,12 +82,14 @@ class AccScan:
     """Loads the package's two kernels; the CUDA one may still be building in
     the background (scripts/bench_peers.sh), announced by PEERS_WARP_DONE."""
 
-    def __init__(self, store):
+    def __init__(self, store, triton=True):
         self.store = store
         self.warp = None
         self.warp_error = None
         self.triton = None
         self.triton_error = None
+        if not triton:  # a warp child: the CUDA kernel only
+            return
         import importlib
         err = None
         # the Triton kernel's module is accelerated_scan.scalar in 0.3; .triton in some releases
@@ -274,6 +284,94 @@ class Runner:
                 self.recover()
             free_cuda()
 
+    def warp_shapes(self, shapes, acc):
+        """accelerated-scan's CUDA kernel over `shapes`, in child processes
+        (warp_child below). On an H200 its bf16 kernel made illegal memory
+        accesses (T = 64K at H = 64, T = 4K at H = 256), which break a
+        process's CUDA context for good: a child that dies, or stops after
+        such an error, costs the shape it was at; a fresh child takes the
+        shapes after it, and this process's context stays healthy."""
+        peer = "acc-warp"
+        todo = []
+        for B, H, T, dt in shapes:
+            if acc.warp is None:
+                for m in MODES:
+                    self.row(peer, dt, B, H, T, m, status="fail", short=acc.warp_error or "not built",
+                             why=acc.warp_error or "the CUDA extension did not build in time")
+            elif T < 32 or T > 65536 or T & (T - 1):
+                for m in MODES:
+                    self.row(peer, dt, B, H, T, m, status="unsupported", short="T > 65536",
+                             why="the kernel handles T = 2^k for 32 <= T <= 65536 only")
+            else:
+                todo.append([B, H, T, dt])
+        while todo:
+            if self.budget.spent(10.0):  # a child needs seconds to start
+                for B, H, T, dt in todo:
+                    for m in MODES:
+                        self.row(peer, dt, B, H, T, m, status="budget", short="no time",
+                                 why="the section's time budget was spent")
+                return
+            fd, path = tempfile.mkstemp(prefix="scan-warp-", suffix=".json",
+                                        dir=os.path.dirname(os.path.abspath(self.store.path)) if self.store.path else None)
+            os.close(fd)
+            with open(path + ".spec", "w") as f:
+                json.dump({"shapes": todo, "store": path, "deadline": self.budget.deadline,
+                           "lib": self.args.lib, "l2": self.l2,
+                           "last": [[list(k), list(v)] for k, v in self.last.items() if dict(k).get("peer") == peer]}, f)
+            print(f"  accelerated_scan.warp: a child process for {len(todo)} shape(s)", flush=True)
+            proc = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), "--warp-child", path + ".spec"],
+                                    stderr=subprocess.PIPE, text=True, errors="replace")
+            try:
+                _, err = proc.communicate(timeout=max(5.0, self.budget.left() + WARP_GRACE_S))
+                rc = proc.returncode
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+                rc = "killed"
+            if err:
+                sys.stderr.write(err)
+                sys.stderr.flush()
+            try:
+                with open(path) as f:
+                    got = json.load(f)
+            except Exception:  # it died before its first write
+                got = {}
+            for q in (path, path + ".spec", path + ".tmp"):
+                if os.path.exists(q):
+                    os.remove(q)
+            # its rows, failures and notes become this store's
+            for k in ("rows", "failures", "notes"):
+                self.store.data[k].extend(got.get(k, []))
+            meta = got.get("meta", {})
+            for k, v in meta.get("last", []):
+                self.last[tuple(tuple(x) for x in k)] = tuple(v)
+            self.store.flush()
+            done = meta.get("done", [])
+            left = [x for x in todo if x not in done]
+            if not left:
+                return
+            # the child stopped short: the shape it was at fails, the rest go to a new child
+            tail = [ln for ln in (err or "").strip().splitlines() if ln.strip()][-1:]
+            if rc == "killed":
+                why = "the child process ran past the section's deadline and was killed"
+            elif rc in (2, 3) and got.get("failures"):
+                why = (("CUDA context broken: " if rc == 3 else "child set-up: ")
+                       + (got["failures"][-1]["error"].splitlines() or [""])[0])
+            else:
+                why = f"the child process exited with code {rc}" + (f": {tail[0].strip()}" if tail else "")
+            why = why[:300]
+            cur = meta.get("current")
+            bad = [cur] if cur in left and rc != "killed" else left
+            self.store.note(f"accelerated_scan.warp child process: {why} "
+                            f"(at {', '.join(f'{x[3]} B={x[0]} T={x[2]} H={x[1]}' for x in bad)})")
+            for B, H, T, dt in bad:
+                have = {r.get("mode") for r in got.get("rows", [])
+                        if (r.get("dtype"), r.get("B"), r.get("H"), r.get("T")) == (dt, B, H, T)}
+                for m in MODES:
+                    if m not in have:
+                        self.row(peer, dt, B, H, T, m, status="fail", short=why[:60], why=why)
+            todo = [x for x in left if x not in bad]
+
     def other_peer(self, peer, dt, B, H, T, nsets, bufs, acc, accuracy):
         """One peer that reads the (B, H, T) layout: accelerated-scan or PyTorch."""
         torch = self.torch
@@ -288,18 +386,6 @@ class Runner:
                 for m in MODES:
                     self.row(peer, dt, B, H, T, m, status="unsupported", short="T > 65536",
                              why="the kernel handles T = 2^k for 32 <= T <= 65536 only")
-                return
-            if dt == "bf16" and T > 4096:
-                # On an H200 (PyTorch 2.11, CUDA 13) the package's bf16 warp
-                # kernel made an illegal memory access at T = 64K, which
-                # poisons the process's CUDA context and ended every later
-                # shape of the section; at T = 4K its bf16 output was
-                # inf/NaN. So bf16 stops at 4K.
-                for m in MODES:
-                    self.row(peer, dt, B, H, T, m, status="fail", short="illegal memory access",
-                             why="bf16 at T = 64K: an illegal memory access in an earlier run "
-                                 "(it kills the CUDA context), not run again; bf16 output was "
-                                 "inf/NaN at T = 4K")
                 return
             W = acc.warp
 
@@ -384,14 +470,10 @@ def run(store, budget, args):
     if not os.environ.get("PEERS_WARP_DONE"):
         acc.warp_ready()  # no background build: build or load it here
     shapes = shape_list(args.quick)
-    deferred_warp = []
-    # pass 1: everything that needs no compilation of its own
+    # pass 1: everything that needs no compilation of its own and runs in
+    # this process (accelerated-scan's CUDA kernel runs in children, pass 2)
     for B, H, T, dt in shapes:
         peers = ["prnn-chunked", "prnn-tree", "prnn-serial", "acc-triton", "torch-log"]
-        if acc.warp_ready():
-            peers.insert(3, "acc-warp")
-        else:
-            deferred_warp.append((B, H, T, dt))
         print(f"  shape B={B} T={T} H={H} {dt}: {', '.join(peers)}", flush=True)
         try:
             run_.shape(B, H, T, dt, peers, acc)
@@ -399,20 +481,18 @@ def run(store, budget, args):
             store.fail(f"shape B={B} T={T} H={H} {dt}", e)
             run_.recover()
         free_cuda()
-    # pass 2: the CUDA kernel if its build came late, then torch.compile
-    if deferred_warp:
+    # pass 2: the CUDA kernel (in child processes, waiting for its build if
+    # that came late), then torch.compile
+    if not acc.warp_ready():
         wait = max(0.0, min(240.0, budget.left() - 60.0))
         print(f"  waiting up to {wait:.0f} s for the accelerated_scan.warp build", flush=True)
         if not acc.warp_ready(wait_s=wait):
             acc.warp_error = "build not done in time"
             store.note("accelerated_scan.warp: the background build had not finished within the section's time")
-        for B, H, T, dt in deferred_warp:
-            try:
-                run_.shape(B, H, T, dt, ["acc-warp"], acc)
-            except Exception as e:
-                store.fail(f"shape B={B} T={T} H={H} {dt} (warp)", e)
-                run_.recover()
-            free_cuda()
+    try:
+        run_.warp_shapes(shapes, acc)
+    except Exception as e:
+        store.fail("accelerated_scan.warp child processes", e)
     for B, H, T, dt in shapes:
         try:
             run_.shape(B, H, T, dt, ["torch-log-compiled"], acc)
@@ -423,3 +503,57 @@ def run(store, budget, args):
     if run_.lib:
         run_.ctx.free()
         run_.cpu.free()
+
+
+# ---------------------------------------------------------------------------
+# A child process of Runner.warp_shapes
+
+def warp_child(spec_path):
+    """accelerated-scan's CUDA kernel over the spec's shapes, rows to the
+    spec's store (meta: done, the shapes finished; current, the one begun;
+    last, the timings that predict the next T). Returns 3 as soon as the CUDA
+    context is broken: the parent goes on with a fresh process."""
+    with open(spec_path) as f:
+        spec = json.load(f)
+    store = Store(spec["store"], "scan")
+    store.data["env"] = {"l2_bytes": spec["l2"]}
+    store.data["meta"].update(done=[], current=None, last=[])
+    budget = Budget(spec["deadline"])
+    try:
+        setup_torch_stream()
+        run_ = Runner(store, budget, argparse.Namespace(lib=spec["lib"]))
+        run_.last = {tuple(tuple(x) for x in k): tuple(v) for k, v in spec["last"]}
+        acc = AccScan(store, triton=False)
+        acc.warp_ready()
+    except Exception as e:  # the parent fails every shape left with this
+        store.fail("accelerated_scan.warp child process set-up", e)
+        return 2
+    for shape in spec["shapes"]:
+        B, H, T, dt = shape
+        store.data["meta"]["current"] = shape
+        store.flush()
+        try:
+            run_.shape(B, H, T, dt, ["acc-warp"], acc)
+        except Exception as e:
+            store.fail(f"shape B={B} T={T} H={H} {dt} (warp)", e)
+        store.data["meta"]["last"] = [[list(k), list(v)] for k, v in run_.last.items()]
+        try:
+            free_cuda()
+        except Exception as e:
+            store.note(f"accelerated_scan.warp {dt} B={B} T={T} H={H} left the CUDA context broken "
+                       f"({short_error(e)}); a new process takes the shapes after it")
+            return 3
+        store.data["meta"]["done"].append(shape)
+        store.flush()
+    store.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--warp-child":
+        print("usage: sec_scan.py --warp-child SPEC.json (run by the scan section, not by hand)", file=sys.stderr)
+        sys.exit(2)
+    rc = warp_child(sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)  # no teardown in a broken CUDA context
