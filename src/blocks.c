@@ -47,36 +47,11 @@ static inline int par_ok(int64_t work) { return work >= 32768; }
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
 
-/* A byte range [p, p + n) of one argument; p == NULL means absent. */
-typedef struct {
-    const void *p;
-    int64_t n;
-} span;
-
-static int spans_overlap(span x, span y)
-{
-    if (!x.p || !y.p) return 0;
-    const uintptr_t x0 = (uintptr_t)x.p, y0 = (uintptr_t)y.p;
-    return x0 < y0 + (uintptr_t)y.n && y0 < x0 + (uintptr_t)x.n;
-}
-
-/* Each output must be disjoint from every input and every other output. */
-static int any_overlap(const span *out, int nout, const span *in, int nin)
-{
-    for (int i = 0; i < nout; i++) {
-        for (int j = i + 1; j < nout; j++)
-            if (spans_overlap(out[i], out[j])) return 1;
-        for (int j = 0; j < nin; j++)
-            if (spans_overlap(out[i], in[j])) return 1;
-    }
-    return 0;
-}
-
 /* In place is fine for elementwise ops (the same element is read, then
  * written); a shifted overlap is not. */
-static int partial_overlap(span out, span in)
+static int partial_overlap(prnn_span out, prnn_span in)
 {
-    return spans_overlap(out, in) && out.p != in.p;
+    return prnn_spans_overlap(out, in) && out.p != in.p;
 }
 
 /* Bytes of a (rows, cols) tensor of esize-byte elements, or 0 when the count
@@ -194,9 +169,9 @@ prnn_status prnn_embedding_forward(prnn_ctx *ctx, void *y, int32_t *bad, const i
     const int64_t yb = tensor_bytes(N, D, es), tb = tensor_bytes(V, D, es);
     const int64_t ib = tensor_bytes(N, 1, 4);
     if (!yb || !tb || !ib) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{y, yb}, {bad, 4}};
-    const span in[] = {{ids, ib}, {table, tb}};
-    if (any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, yb}, {bad, 4}};
+    const prnn_span in[] = {{ids, ib}, {table, tb}};
+    if (prnn_any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_embedding_fwd(ctx, dtype, y, bad, ids, table, N, V, D));
@@ -220,9 +195,9 @@ prnn_status prnn_embedding_backward(prnn_ctx *ctx, void *dtable, const int32_t *
     const int64_t db = tensor_bytes(V, D, acc_size(dtype)), yb = tensor_bytes(N, D, es);
     const int64_t ib = tensor_bytes(N, 1, 4);
     if (!db || !yb || !ib) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{dtable, db}};
-    const span in[] = {{ids, ib}, {dy, yb}};
-    if (any_overlap(out, 1, in, 2)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{dtable, db}};
+    const prnn_span in[] = {{ids, ib}, {dy, yb}};
+    if (prnn_any_overlap(out, 1, in, 2)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_embedding_bwd(ctx, dtype, (float *)dtable, ids, dy, N, V, D));
@@ -258,9 +233,9 @@ prnn_status prnn_linear_forward(prnn_ctx *ctx, void *y, const void *x, const voi
     const int64_t yb = tensor_bytes(N, O, es), xb = tensor_bytes(N, D, es);
     const int64_t wb = tensor_bytes(D, O, es), bb = tensor_bytes(O, 1, es);
     if (!yb || !xb || !wb || !bb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{y, yb}};
-    const span in[] = {{x, xb}, {W, wb}, {bias, bb}};
-    if (any_overlap(out, 1, in, 3)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, yb}};
+    const prnn_span in[] = {{x, xb}, {W, wb}, {bias, bb}};
+    if (prnn_any_overlap(out, 1, in, 3)) return PRNN_ERR_ALIASING;
 
     /* The bias goes in first and the GEMM adds onto it (beta = 1): one
      * rounding of y, which matters for bf16. */
@@ -293,9 +268,9 @@ prnn_status prnn_linear_backward(prnn_ctx *ctx, void *dx, void *dW, void *dbias,
     const int64_t wb = tensor_bytes(D, O, es), dwb = tensor_bytes(D, O, as);
     const int64_t dbb = tensor_bytes(O, 1, as);
     if (!yb || !xb || !wb || !dwb || !dbb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{dx, xb}, {dW, dwb}, {dbias, dbb}};
-    const span in[] = {{dy, yb}, {x, xb}, {W, wb}};
-    if (any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{dx, xb}, {dW, dwb}, {dbias, dbb}};
+    const prnn_span in[] = {{dy, yb}, {x, xb}, {W, wb}};
+    if (prnn_any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
 
     if (dx) { /* dx (N, D) = dy (N, O) W^T */
         s = prnn_gemm(ctx, 0, 1, N, D, O, 1.0, dy, O, W, O, 0.0, dx, D, dtype, dtype);
@@ -328,9 +303,9 @@ prnn_status prnn_rmsnorm_forward(prnn_ctx *ctx, void *y, void *rstd, const void 
     const int64_t xb = tensor_bytes(N, D, es), gb = tensor_bytes(D, 1, es);
     const int64_t sb = tensor_bytes(N, 1, acc_size(dtype));
     if (!xb || !gb || !sb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{y, xb}, {rstd, sb}};
-    const span in[] = {{x, xb}, {gain, gb}};
-    if (any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, xb}, {rstd, sb}};
+    const prnn_span in[] = {{x, xb}, {gain, gb}};
+    if (prnn_any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_rmsnorm_fwd(ctx, dtype, y, (float *)rstd, x, gain, N, D,
@@ -368,9 +343,9 @@ prnn_status prnn_rmsnorm_backward(prnn_ctx *ctx, void *dx, void *dgain, const vo
     const int64_t xb = tensor_bytes(N, D, es), gb = tensor_bytes(D, 1, es);
     const int64_t dgb = tensor_bytes(D, 1, as), sb = tensor_bytes(N, 1, as);
     if (!xb || !gb || !dgb || !sb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{dx, xb}, {dgain, dgb}};
-    const span in[] = {{dy, xb}, {x, xb}, {gain, gb}, {rstd, sb}};
-    if (any_overlap(out, 2, in, 4)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{dx, xb}, {dgain, dgb}};
+    const prnn_span in[] = {{dy, xb}, {x, xb}, {gain, gb}, {rstd, sb}};
+    if (prnn_any_overlap(out, 2, in, 4)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_rmsnorm_bwd(ctx, dtype, dx, (float *)dgain, dy, x, gain,
@@ -405,9 +380,9 @@ prnn_status prnn_layernorm_forward(prnn_ctx *ctx, void *y, void *mean, void *rst
     const int64_t xb = tensor_bytes(N, D, es), gb = tensor_bytes(D, 1, es);
     const int64_t sb = tensor_bytes(N, 1, acc_size(dtype));
     if (!xb || !gb || !sb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{y, xb}, {mean, sb}, {rstd, sb}};
-    const span in[] = {{x, xb}, {gain, gb}, {bias, gb}};
-    if (any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, xb}, {mean, sb}, {rstd, sb}};
+    const prnn_span in[] = {{x, xb}, {gain, gb}, {bias, gb}};
+    if (prnn_any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_layernorm_fwd(ctx, dtype, y, (float *)mean, (float *)rstd, x,
@@ -452,9 +427,9 @@ prnn_status prnn_layernorm_backward(prnn_ctx *ctx, void *dx, void *dgain, void *
     const int64_t xb = tensor_bytes(N, D, es), gb = tensor_bytes(D, 1, es);
     const int64_t dgb = tensor_bytes(D, 1, as), sb = tensor_bytes(N, 1, as);
     if (!xb || !gb || !dgb || !sb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{dx, xb}, {dgain, dgb}, {dbias, dgb}};
-    const span in[] = {{dy, xb}, {x, xb}, {gain, gb}, {mean, sb}, {rstd, sb}};
-    if (any_overlap(out, 3, in, 5)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{dx, xb}, {dgain, dgb}, {dbias, dgb}};
+    const prnn_span in[] = {{dy, xb}, {x, xb}, {gain, gb}, {mean, sb}, {rstd, sb}};
+    if (prnn_any_overlap(out, 3, in, 5)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_layernorm_bwd(ctx, dtype, dx, (float *)dgain, (float *)dbias,
@@ -498,9 +473,9 @@ prnn_status prnn_xent_forward(prnn_ctx *ctx, void *loss, void *row_loss, void *l
     const int64_t zb = tensor_bytes(N, V, es), sb = tensor_bytes(N, 1, as);
     const int64_t tb = tensor_bytes(N, 1, 4);
     if (!zb || !sb || !tb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{loss, as}, {row_loss, sb}, {lse, sb}, {bad, 4}};
-    const span in[] = {{logits, zb}, {targets, tb}};
-    if (any_overlap(out, 4, in, 2)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{loss, as}, {row_loss, sb}, {lse, sb}, {bad, 4}};
+    const prnn_span in[] = {{logits, zb}, {targets, tb}};
+    if (prnn_any_overlap(out, 4, in, 2)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_xent_fwd(ctx, dtype, (float *)loss, (float *)row_loss,
@@ -547,9 +522,9 @@ prnn_status prnn_xent_backward(prnn_ctx *ctx, void *dlogits, const void *logits,
     const int64_t zb = tensor_bytes(N, V, es), sb = tensor_bytes(N, 1, as);
     const int64_t tb = tensor_bytes(N, 1, 4);
     if (!zb || !sb || !tb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{dlogits, zb}};
-    const span in[] = {{logits, zb}, {targets, tb}, {lse, sb}};
-    if (any_overlap(out, 1, in, 3)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{dlogits, zb}};
+    const prnn_span in[] = {{logits, zb}, {targets, tb}, {lse, sb}};
+    if (prnn_any_overlap(out, 1, in, 3)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_xent_bwd(ctx, dtype, dlogits, logits, targets,
@@ -591,7 +566,7 @@ static prnn_status dropout_apply(prnn_ctx *ctx, void *y, const void *x, int64_t 
     if (!(p >= 0 && p < 1)) return PRNN_ERR_INVALID_ARGUMENT;
     const int64_t bytes = tensor_bytes(n, 1, (int64_t)prnn_dtype_size(dtype));
     if (!bytes) return PRNN_ERR_SIZE_OVERFLOW;
-    if (partial_overlap((span){y, bytes}, (span){x, bytes})) return PRNN_ERR_ALIASING;
+    if (partial_overlap((prnn_span){y, bytes}, (prnn_span){x, bytes})) return PRNN_ERR_ALIASING;
     /* The scale is rounded to the acc type once, here, for both devices. */
     const float scale_f = (float)(1.0 / (1.0 - p));
     if (!isfinite(scale_f)) return PRNN_ERR_INVALID_ARGUMENT; /* p within 2^-128 of 1 */
@@ -643,8 +618,8 @@ prnn_status prnn_axpby(prnn_ctx *ctx, void *y, const void *a, const void *b, int
     if (!isfinite(alpha) || !isfinite(beta)) return PRNN_ERR_INVALID_ARGUMENT;
     const int64_t bytes = tensor_bytes(n, 1, (int64_t)prnn_dtype_size(dtype));
     if (!bytes) return PRNN_ERR_SIZE_OVERFLOW;
-    if (partial_overlap((span){y, bytes}, (span){a, bytes}) ||
-        partial_overlap((span){y, bytes}, (span){b, bytes}))
+    if (partial_overlap((prnn_span){y, bytes}, (prnn_span){a, bytes}) ||
+        partial_overlap((prnn_span){y, bytes}, (prnn_span){b, bytes}))
         return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
@@ -696,9 +671,9 @@ prnn_status prnn_adamw_step(prnn_ctx *ctx, float *params, float *m, float *v, vo
         return PRNN_ERR_INVALID_ARGUMENT;
     const int64_t fb = tensor_bytes(n, 1, 4), hb = tensor_bytes(n, 1, 2);
     if (!fb || !hb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{params, fb}, {m, fb}, {v, fb}, {params_bf16, hb}};
-    const span in[] = {{grad, fb}};
-    if (any_overlap(out, 4, in, 1)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{params, fb}, {m, fb}, {v, fb}, {params_bf16, hb}};
+    const prnn_span in[] = {{grad, fb}};
+    if (prnn_any_overlap(out, 4, in, 1)) return PRNN_ERR_ALIASING;
 
     blocks_adamw c;
     c.lr = (float)cfg->lr;
@@ -732,9 +707,9 @@ prnn_status prnn_grad_sumsq(prnn_ctx *ctx, float *sumsq, double *host_sumsq, con
     if (!g || (!sumsq && !host_sumsq)) return PRNN_ERR_NULL_POINTER;
     const int64_t fb = tensor_bytes(n, 1, 4);
     if (!fb) return PRNN_ERR_SIZE_OVERFLOW;
-    const span out[] = {{sumsq, 4}, {host_sumsq, 8}};
-    const span in[] = {{g, fb}};
-    if (any_overlap(out, 2, in, 1)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{sumsq, 4}, {host_sumsq, 8}};
+    const prnn_span in[] = {{g, fb}};
+    if (prnn_any_overlap(out, 2, in, 1)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_sumsq(ctx, sumsq, host_sumsq, g, n));
@@ -765,7 +740,7 @@ prnn_status prnn_grad_clip(prnn_ctx *ctx, float *g, const float *sumsq, int64_t 
     if (!finite_in(max_norm, 1e-30, 1e30)) return PRNN_ERR_INVALID_ARGUMENT;
     const int64_t fb = tensor_bytes(n, 1, 4);
     if (!fb) return PRNN_ERR_SIZE_OVERFLOW;
-    if (spans_overlap((span){g, fb}, (span){sumsq, 4})) return PRNN_ERR_ALIASING;
+    if (prnn_spans_overlap((prnn_span){g, fb}, (prnn_span){sumsq, 4})) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         RUN_CUDA(prnn_cuda_blocks_clip(ctx, g, sumsq, n, (float)max_norm));

@@ -991,29 +991,6 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
 
-typedef struct {
-    const void *p;
-    int64_t n;
-} span;
-
-static int spans_overlap(span x, span y)
-{
-    if (!x.p || !y.p) return 0;
-    uintptr_t x0 = (uintptr_t)x.p, y0 = (uintptr_t)y.p;
-    return x0 < y0 + (uintptr_t)y.n && y0 < x0 + (uintptr_t)x.n;
-}
-
-static int any_overlap(const span *out, int nout, const span *in, int nin)
-{
-    for (int i = 0; i < nout; i++) {
-        for (int j = i + 1; j < nout; j++)
-            if (spans_overlap(out[i], out[j])) return 1;
-        for (int j = 0; j < nin; j++)
-            if (spans_overlap(out[i], in[j])) return 1;
-    }
-    return 0;
-}
-
 /* Byte sizes of a call's tensors. */
 typedef struct {
     int64_t x, y, state, params, dparams, act;
@@ -1083,9 +1060,9 @@ prnn_status prnn_cell_forward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t
     tensor_bytes tb;
     TRY(layer_init(&L, ctx, desc, B, T, lengths, &tb));
     if (!y || !x || !params) return PRNN_ERR_NULL_POINTER;
-    const span out[] = {{y, tb.y}, {hT, tb.state}, {act, tb.act}};
-    const span in[] = {{x, tb.x}, {params, tb.params}, {h0, tb.state}};
-    if (any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, tb.y}, {hT, tb.state}, {act, tb.act}};
+    const prnn_span in[] = {{x, tb.x}, {params, tb.params}, {h0, tb.state}};
+    if (prnn_any_overlap(out, 3, in, 3)) return PRNN_ERR_ALIASING;
 
     carver cv = {NULL, 0, 1};
     fwd_bufs f;
@@ -1123,10 +1100,10 @@ prnn_status prnn_cell_backward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_
     tensor_bytes tb;
     TRY(layer_init(&L, ctx, desc, B, T, lengths, &tb));
     if (!dx || !dparams || !dy || !x || !params || !act) return PRNN_ERR_NULL_POINTER;
-    const span out[] = {{dx, tb.x}, {dparams, tb.dparams}, {dh0, tb.state}};
-    const span in[] = {{dy, tb.y},        {dhT, tb.state}, {x, tb.x},
+    const prnn_span out[] = {{dx, tb.x}, {dparams, tb.dparams}, {dh0, tb.state}};
+    const prnn_span in[] = {{dy, tb.y},        {dhT, tb.state}, {x, tb.x},
                        {params, tb.params}, {h0, tb.state},  {act, tb.act}};
-    if (any_overlap(out, 3, in, 6)) return PRNN_ERR_ALIASING;
+    if (prnn_any_overlap(out, 3, in, 6)) return PRNN_ERR_ALIASING;
 
     carver cv = {NULL, 0, 1};
     bwd_bufs g;
@@ -1146,9 +1123,9 @@ prnn_status prnn_cell_step(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B,
     TRY(layer_init(&L, ctx, desc, B, 1, NULL, &tb));
     if (!y || !state || !x || !params) return PRNN_ERR_NULL_POINTER;
     if (desc->bidirectional) return PRNN_ERR_INVALID_ARGUMENT;
-    const span out[] = {{y, tb.y}, {state, tb.state}};
-    const span in[] = {{x, tb.x}, {params, tb.params}};
-    if (any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
+    const prnn_span out[] = {{y, tb.y}, {state, tb.state}};
+    const prnn_span in[] = {{x, tb.x}, {params, tb.params}};
+    if (prnn_any_overlap(out, 2, in, 2)) return PRNN_ERR_ALIASING;
 
     /* The state is read and written: the forward reads a copy of it. */
     carver cv = {NULL, 0, 1};

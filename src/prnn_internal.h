@@ -54,6 +54,32 @@ void *prnn_host_workspace(prnn_ctx *ctx, size_t bytes);
 /* Checked multiplication of non-negative sizes; 0 on overflow. */
 int prnn_mul_ok(int64_t x, int64_t y, int64_t *out);
 
+/* A byte range [p, p + n) of one argument; p == NULL means absent. The
+ * public ops check their outputs against their inputs with these. */
+typedef struct prnn_span {
+    const void *p;
+    int64_t n;
+} prnn_span;
+
+static inline int prnn_spans_overlap(prnn_span x, prnn_span y)
+{
+    if (!x.p || !y.p) return 0;
+    const uintptr_t x0 = (uintptr_t)x.p, y0 = (uintptr_t)y.p;
+    return x0 < y0 + (uintptr_t)y.n && y0 < x0 + (uintptr_t)x.n;
+}
+
+/* 1 when an output overlaps an input or another output. */
+static inline int prnn_any_overlap(const prnn_span *out, int nout, const prnn_span *in, int nin)
+{
+    for (int i = 0; i < nout; i++) {
+        for (int j = i + 1; j < nout; j++)
+            if (prnn_spans_overlap(out[i], out[j])) return 1;
+        for (int j = 0; j < nin; j++)
+            if (prnn_spans_overlap(out[i], in[j])) return 1;
+    }
+    return 0;
+}
+
 /*
  * Scratch for one public op at a time: at least `bytes` on the context's
  * device, 256-byte aligned, or NULL when allocation fails. A later call may

@@ -40,31 +40,6 @@ const char *prnn_scan_algo_name(prnn_scan_algo algo)
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
 
-/* A byte range [p, p + n) of one argument; p == NULL means absent. */
-typedef struct {
-    const void *p;
-    int64_t n;
-} span;
-
-static int spans_overlap(span x, span y)
-{
-    if (!x.p || !y.p) return 0;
-    uintptr_t x0 = (uintptr_t)x.p, y0 = (uintptr_t)y.p;
-    return x0 < y0 + (uintptr_t)y.n && y0 < x0 + (uintptr_t)x.n;
-}
-
-/* Each output must be disjoint from every input and every other output. */
-static int any_overlap(const span *out, int nout, const span *in, int nin)
-{
-    for (int i = 0; i < nout; i++) {
-        for (int j = i + 1; j < nout; j++)
-            if (spans_overlap(out[i], out[j])) return 1;
-        for (int j = 0; j < nin; j++)
-            if (spans_overlap(out[i], in[j])) return 1;
-    }
-    return 0;
-}
-
 /* Checks the context and descriptor; on success sets the byte sizes of one
  * [B, T, H] tensor and one [B, H] state tensor. */
 static prnn_status check_desc(const prnn_ctx *ctx, const prnn_scan_desc *d,
@@ -113,9 +88,9 @@ prnn_status prnn_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d, void *h, v
     if (s != PRNN_OK) return s;
     if (!h || !a || !b) return PRNN_ERR_NULL_POINTER;
 
-    span out[] = {{h, sb}, {hT, st}};
-    span in[] = {{a, sb}, {b, sb}, {h0, st}};
-    if (any_overlap(out, 2, in, 3)) return PRNN_ERR_ALIASING;
+    prnn_span out[] = {{h, sb}, {hT, st}};
+    prnn_span in[] = {{a, sb}, {b, sb}, {h0, st}};
+    if (prnn_any_overlap(out, 2, in, 3)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA) return prnn_cuda_scan_forward(ctx, d, h, hT, a, b, h0);
     return prnn_cpu_scan_forward(ctx, d, h, hT, a, b, h0);
@@ -130,9 +105,9 @@ prnn_status prnn_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d, void *da,
     if (s != PRNN_OK) return s;
     if (!da || !db || !a || !h) return PRNN_ERR_NULL_POINTER;
 
-    span out[] = {{da, sb}, {db, sb}, {dh0, st}};
-    span in[] = {{a, sb}, {h, sb}, {h0, st}, {dh, sb}, {dhT, st}};
-    if (any_overlap(out, 3, in, 5)) return PRNN_ERR_ALIASING;
+    prnn_span out[] = {{da, sb}, {db, sb}, {dh0, st}};
+    prnn_span in[] = {{a, sb}, {h, sb}, {h0, st}, {dh, sb}, {dhT, st}};
+    if (prnn_any_overlap(out, 3, in, 5)) return PRNN_ERR_ALIASING;
 
     if (ctx->device == PRNN_DEVICE_CUDA)
         return prnn_cuda_scan_backward(ctx, d, da, db, dh0, a, h, h0, dh, dhT);
