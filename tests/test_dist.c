@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "test_cmd.h"
 #include "test_dist_util.h"
 
 #include "prnn_dist.h"
@@ -447,54 +448,11 @@ static void check_data_parallel(void)
 
 static char g_dir[256];
 
-/* Runs a command with stdout and stderr sent to `out`; returns its code. */
-static int run(int (*fn)(int, char **), const char *args, const char *out)
-{
-    char buf[2048];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    const int so = dup(1), se = dup(2);
-    const int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-    const int rc = fn(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    return rc;
-}
-
-static char *slurp(const char *path, long *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[*n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* The train rows' losses of a log, up to max of them. */
 static int log_losses(const char *path, double *loss, int max)
 {
     long n = 0;
-    char *s = slurp(path, &n);
+    char *s = tc_slurp(path, &n);
     int k = 0;
     for (char *line = s ? strtok(s, "\n") : NULL; line && k < max; line = strtok(NULL, "\n")) {
         int step;
@@ -511,7 +469,7 @@ static int log_losses(const char *path, double *loss, int max)
 static float *weights(const char *path, int64_t *count)
 {
     long n = 0;
-    char *s = slurp(path, &n);
+    char *s = tc_slurp(path, &n);
     if (!s || n < 8) {
         free(s);
         return NULL;
@@ -529,7 +487,7 @@ static float *weights(const char *path, int64_t *count)
 static void show_output(const char *path)
 {
     long n = 0;
-    char *s = slurp(path, &n);
+    char *s = tc_slurp(path, &n);
     if (s) fprintf(stderr, "---- %s ----\n%s------------------------\n", path, s);
     free(s);
 }
@@ -574,13 +532,13 @@ static void check_trainer(void)
         if (g_rank == 0) {
             snprintf(args, sizeof args, "%s --out %s/one%zu", common, g_dir, k);
             snprintf(out, sizeof out, "%s/one%zu.txt", g_dir, k);
-            rc1 = run(train_cmd_train, args, out);
+            rc1 = tc_run(train_cmd_train, args, out);
             if (rc1 != 0) show_output(out);
         }
         MPI_Bcast(&rc1, 1, MPI_INT, 0, MPI_COMM_WORLD);
         snprintf(args, sizeof args, "%s --dist --out %s/dist%zu", common, g_dir, k);
         snprintf(out, sizeof out, "%s/dist%zu.rank%d.txt", g_dir, k, g_rank);
-        const int rc2 = run(train_cmd_train, args, out);
+        const int rc2 = tc_run(train_cmd_train, args, out);
         if (rc2 != 0) show_output(out);
 
         double err_loss = 0, err_w = 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_cmd.h"
 #include "test_util.h"
 #include "train/train.h"
 
@@ -24,53 +25,13 @@ static char g_out[300];
 
 typedef int (*cmd_fn)(int, char **);
 
-/* Runs a command with stdout and stderr sent to g_out; returns its code. */
-static int run(cmd_fn fn, const char *args)
-{
-    char buf[2048];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    for (char *tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    const int so = dup(1), se = dup(2);
-    const int fd = open(g_out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-    const int rc = fn(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    return rc;
-}
-
-static char *slurp(const char *path, long *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[*n] = 0;
-    fclose(f);
-    return b;
-}
+/* Runs a command with its output in g_out; returns its exit code. */
+static int run(cmd_fn fn, const char *args) { return tc_run(fn, args, g_out); }
 
 static int same_file(const char *a, const char *b)
 {
     long na = 0, nb = 0;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = tc_slurp(a, &na), *y = tc_slurp(b, &nb);
     const int same = x && y && na == nb && !memcmp(x, y, (size_t)na);
     free(x);
     free(y);
@@ -80,7 +41,7 @@ static int same_file(const char *a, const char *b)
 static int output_has(const char *needle)
 {
     long n = 0;
-    char *s = slurp(g_out, &n);
+    char *s = tc_slurp(g_out, &n);
     const int has = s && strstr(s, needle);
     free(s);
     return has;
@@ -90,7 +51,7 @@ static void show_output_if(int failed)
 {
     if (!failed) return;
     long n = 0;
-    char *s = slurp(g_out, &n);
+    char *s = tc_slurp(g_out, &n);
     if (s) fprintf(stderr, "---- command output ----\n%s------------------------\n", s);
     free(s);
 }
@@ -99,7 +60,7 @@ static void show_output_if(int failed)
 static char *train_losses(const char *log, int from)
 {
     long n = 0;
-    char *s = slurp(log, &n);
+    char *s = tc_slurp(log, &n);
     if (!s) return NULL;
     char *out = calloc((size_t)n + 1, 1);
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
@@ -177,9 +138,9 @@ int main(void)
              g_dir);
     rc = run(train_cmd_sample, args);
     long n = 0;
-    char *s1 = slurp(g_out, &n);
+    char *s1 = tc_slurp(g_out, &n);
     rc |= run(train_cmd_sample, args);
-    char *s2 = slurp(g_out, &n);
+    char *s2 = tc_slurp(g_out, &n);
     tu_check(rc == 0 && s1 && s2 && !strcmp(s1, s2) && strlen(s1) >= 40,
              "sample writes 40 bytes, the same for the same seed: exit %d", rc);
     free(s1);
@@ -210,7 +171,7 @@ int main(void)
 
     snprintf(a, sizeof a, "%s/a/model.safetensors", g_dir);
     long na = 0;
-    char *w = slurp(a, &na);
+    char *w = tc_slurp(a, &na);
     char cut[400];
     snprintf(cut, sizeof cut, "%s/cut.safetensors", g_dir);
     write_file(cut, w ? w : "", w ? (size_t)na / 2 : 0);
@@ -228,7 +189,7 @@ int main(void)
     /* a corrupt state file, and a resume with another model, are refused */
     snprintf(b, sizeof b, "%s/b/model.state", g_dir);
     long nb = 0;
-    char *st = slurp(b, &nb);
+    char *st = tc_slurp(b, &nb);
     if (st && nb > 200) {
         st[nb / 2] ^= 0x40;
         write_file(b, st, (size_t)nb);
