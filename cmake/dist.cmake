@@ -5,8 +5,9 @@
 # none of it is built and scripts/test.sh skips its suites; `prnn train
 # --dist` then says that the build has no MPI.
 #
-# Suites: prnn_test_dist (CPU, MPI) and prnn_gpu_test_dist (one GPU per
-# rank), each run by scripts/test.sh under mpirun, never alone; the GPU
+# Suites: prnn_test_dist and prnn_test_dist_seq (CPU, MPI) and
+# prnn_gpu_test_dist (one GPU per rank), each run by scripts/test.sh under
+# mpirun, never alone; the GPU
 # benchmark prnn_bench_dist runs from scripts/dist_gpu_check.sh.
 set(PRNN_DIST "AUTO" CACHE STRING "Build the distributed pieces (MPI, NCCL): AUTO, ON or OFF")
 set_property(CACHE PRNN_DIST PROPERTY STRINGS AUTO ON OFF)
@@ -33,7 +34,7 @@ endif()
 message(STATUS "prnn: MPI ${PRNN_HAVE_DIST}, NCCL ${PRNN_HAVE_NCCL} ${PRNN_NCCL_LIBRARY}")
 
 if(PRNN_HAVE_DIST)
-  target_sources(libprnn PRIVATE src/dist.c)
+  target_sources(libprnn PRIVATE src/dist.c src/dist_model.c)
   target_link_libraries(libprnn PUBLIC MPI::MPI_C)
   target_compile_definitions(libprnn PUBLIC PRNN_HAVE_DIST=1)
 
@@ -45,6 +46,15 @@ if(PRNN_HAVE_DIST)
     target_link_libraries(prnn_test_dist PRIVATE prnn_train_io)
   endif()
 
+  # The sequence-parallel model against the one-process model (CPU, MPI).
+  add_executable(prnn_test_dist_seq tests/test_dist_seq.c)
+  target_include_directories(prnn_test_dist_seq PRIVATE tests tools)
+  target_link_libraries(prnn_test_dist_seq PRIVATE libprnn prnn_flags)
+  if(TARGET prnn_train_io)
+    # It also runs `prnn train --dist --seq-parallel` in process.
+    target_link_libraries(prnn_test_dist_seq PRIVATE prnn_train_io)
+  endif()
+
   if(PRNN_HAVE_NCCL)
     target_sources(libprnn PRIVATE src/dist_cuda.cu)
     target_include_directories(libprnn PRIVATE ${PRNN_NCCL_INCLUDE})
@@ -54,6 +64,9 @@ if(PRNN_HAVE_DIST)
     add_executable(prnn_gpu_test_dist tests/test_dist_cuda.c)
     target_include_directories(prnn_gpu_test_dist PRIVATE tests tools)
     target_link_libraries(prnn_gpu_test_dist PRIVATE libprnn prnn_flags CUDA::cudart)
+    add_executable(prnn_gpu_test_dist_seq tests/test_dist_seq_cuda.c)
+    target_include_directories(prnn_gpu_test_dist_seq PRIVATE tests tools)
+    target_link_libraries(prnn_gpu_test_dist_seq PRIVATE libprnn prnn_flags CUDA::cudart)
 
     # Sequence-parallel scan speed over the GPUs of a job (scripts/dist_gpu_check.sh).
     add_executable(prnn_bench_dist bench/bench_dist_cuda.c)

@@ -14,6 +14,7 @@ add_library(prnn_train_io STATIC
   tools/train/log.c
   tools/train/sample.c
   tools/train/dist.c
+  tools/train/seqpar.c
   tools/train/train.c)
 target_include_directories(prnn_train_io PUBLIC tools/train)
 # libprnn for its headers' types (prnn_dtype, prnn_device, prnn_cell_type).

@@ -161,6 +161,39 @@ prnn_status prnn_dist_scan_backward(prnn_dist *dist, const prnn_scan_desc *desc,
                                     const void *a, const void *h, const void *h0,
                                     const void *dh, const void *dhT);
 
+/* ------------------------------------------------------------------------ */
+/* Sequence parallel model                                                  */
+
+struct prnn_model;
+
+/*
+ * Runs a model (prnn_model.h, on dist's context) with its time axis cut
+ * over the ranks: each rank passes its own segment (B, T_r) of the same B
+ * rows to prnn_model_forward, segments contiguous in rank order, of any
+ * lengths T_r >= 1. Embedding, norms, dropout, the head and the
+ * cross-entropy work token by token on the segment; every cell's scans,
+ * both directions of bidirectional layers, run across the ranks
+ * (prnn_dist_scan_forward / backward), and the values a cell carries one
+ * step across a boundary (QRNN window 2's x_{t-1}, GILR-LSTM's s_{t-1},
+ * --recompute's chunk start states) come from the neighbouring rank, so
+ * every state is the one-device model's over the whole sequence from zero.
+ * Dropout masks are drawn by global position: pass the same seed on every
+ * rank. The loss the forward returns is the mean over every rank's scored
+ * tokens (the same on all ranks), and the backward gives this rank's
+ * contribution to that loss's gradient: prnn_model_seq_reduce_grads then
+ * sums them. Forward and backward become collective.
+ *
+ * dist NULL turns the mode off. PRNN_ERR_UNSUPPORTED for log-space cells.
+ * dist must outlive the mode (free the model or turn it off first).
+ */
+prnn_status prnn_model_set_seq_dist(struct prnn_model *model, prnn_dist *dist);
+
+/* Sums the model's gradient buffer over the ranks (collective), after the
+ * step's backward(s): every rank then holds the gradient of the one-device
+ * model over the whole sequence, in identical bits (F64: the exact sum;
+ * fp32: the all-reduce mean times the rank count). */
+prnn_status prnn_model_seq_reduce_grads(struct prnn_model *model);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,8 @@
 # CPU suites are the programs build*/prnn_tests and build*/prnn_test_*; GPU
 # suites are prnn_tests_cuda and prnn_gpu_test_*. Each ends with its own
 # "N passed, N failed" line. The distributed suites (prnn_test_dist,
-# prnn_gpu_test_dist: built when MPI is found) run under mpirun with 2 and 3
+# prnn_test_dist_seq, prnn_gpu_test_dist, prnn_gpu_test_dist_seq: built when
+# MPI is found) run under mpirun with 2 and 3
 # processes (the GPU one with 2), when mpirun is on the PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +43,10 @@ fi
 cmake --build "$dir" -j "$jobs"
 
 suites=("$dir/prnn_tests")
-for f in "$dir"/prnn_test_*; do [ -x "$f" ] && [[ "$f" != *_dist ]] && suites+=("$f"); done
+for f in "$dir"/prnn_test_*; do [ -x "$f" ] && [[ "$f" != *_dist && "$f" != *_dist_seq ]] && suites+=("$f"); done
 if [ "$gpu" = 1 ]; then
   suites+=("$dir/prnn_tests_cuda")
-  for f in "$dir"/prnn_gpu_test_*; do [ -x "$f" ] && [[ "$f" != *_dist ]] && suites+=("$f"); done
+  for f in "$dir"/prnn_gpu_test_*; do [ -x "$f" ] && [[ "$f" != *_dist && "$f" != *_dist_seq ]] && suites+=("$f"); done
 fi
 
 passed=0
@@ -80,9 +81,15 @@ if [ -x "$dir/prnn_test_dist" ] && command -v mpirun >/dev/null; then
   fi
   mpi=(mpirun --allow-run-as-root --oversubscribe)
   for n in 2 3; do run_suite "${mpi[@]}" -np "$n" "$dir/prnn_test_dist"; done
+  if [ -x "$dir/prnn_test_dist_seq" ]; then
+    for n in 2 3; do run_suite "${mpi[@]}" -np "$n" "$dir/prnn_test_dist_seq"; done
+  fi
   if [ "$gpu" = 1 ] && [ -x "$dir/prnn_gpu_test_dist" ]; then
     export NCCL_NVLS_ENABLE=0 # no NVLink multicast
     run_suite "${mpi[@]}" -x NCCL_NVLS_ENABLE -np 2 "$dir/prnn_gpu_test_dist"
+    if [ -x "$dir/prnn_gpu_test_dist_seq" ]; then
+      run_suite "${mpi[@]}" -x NCCL_NVLS_ENABLE -np 2 "$dir/prnn_gpu_test_dist_seq"
+    fi
   fi
 elif [ -x "$dir/prnn_test_dist" ]; then
   echo "== prnn_test_dist skipped: no mpirun on the PATH"

@@ -556,9 +556,10 @@ int prnn_dropout_keep(uint64_t seed, int64_t i, double p)
     return blocks_dropout_keep(blocks_dropout_key(seed), (uint64_t)i, blocks_dropout_threshold(p));
 }
 
-/* Forward and backward are the same map: out = in * keep / (1 - p). */
+/* Forward and backward are the same map: out = in * keep / (1 - p), with
+ * the mask bits of elements [first, first + n). */
 static prnn_status dropout_apply(prnn_ctx *ctx, void *y, const void *x, int64_t n, double p,
-                                 uint64_t seed, prnn_dtype dtype)
+                                 uint64_t seed, int64_t first, prnn_dtype dtype)
 {
     prnn_status s = prologue(ctx, dtype, n, 1, 1);
     if (s != PRNN_OK) return s;
@@ -570,26 +571,28 @@ static prnn_status dropout_apply(prnn_ctx *ctx, void *y, const void *x, int64_t 
     /* The scale is rounded to the acc type once, here, for both devices. */
     const float scale_f = (float)(1.0 / (1.0 - p));
     if (!isfinite(scale_f)) return PRNN_ERR_INVALID_ARGUMENT; /* p within 2^-128 of 1 */
+    if (first < 0 || first > INT64_MAX - n) return PRNN_ERR_SIZE_OVERFLOW;
     if (p == 0) return y == x ? PRNN_OK : prnn_mem_copy(ctx, y, x, (size_t)bytes);
 
     const uint64_t key = blocks_dropout_key(seed);
     const uint32_t thr = blocks_dropout_threshold(p);
     if (ctx->device == PRNN_DEVICE_CUDA)
-        RUN_CUDA(prnn_cuda_blocks_dropout(ctx, dtype, y, x, n, key, thr, scale_f));
+        RUN_CUDA(
+            prnn_cuda_blocks_dropout(ctx, dtype, y, x, n, (uint64_t)first, key, thr, scale_f));
 
     if (dtype == PRNN_DTYPE_F32) {
         float *yf = y;
         const float *xf = x;
 #pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
         for (int64_t i = 0; i < n; i++)
-            yf[i] = blocks_dropout_keep(key, (uint64_t)i, thr) ? xf[i] * scale_f : 0.0f;
+            yf[i] = blocks_dropout_keep(key, (uint64_t)(first + i), thr) ? xf[i] * scale_f : 0.0f;
     } else {
         const double scale = 1.0 / (1.0 - p);
         double *yd = y;
         const double *xd = x;
 #pragma omp parallel for num_threads(ctx->num_threads) schedule(static) if (par_ok(n))
         for (int64_t i = 0; i < n; i++)
-            yd[i] = blocks_dropout_keep(key, (uint64_t)i, thr) ? xd[i] * scale : 0.0;
+            yd[i] = blocks_dropout_keep(key, (uint64_t)(first + i), thr) ? xd[i] * scale : 0.0;
     }
     return PRNN_OK;
 }
@@ -597,13 +600,19 @@ static prnn_status dropout_apply(prnn_ctx *ctx, void *y, const void *x, int64_t 
 prnn_status prnn_dropout_forward(prnn_ctx *ctx, void *y, const void *x, int64_t n, double p,
                                  uint64_t seed, prnn_dtype dtype)
 {
-    return dropout_apply(ctx, y, x, n, p, seed, dtype);
+    return dropout_apply(ctx, y, x, n, p, seed, 0, dtype);
 }
 
 prnn_status prnn_dropout_backward(prnn_ctx *ctx, void *dx, const void *dy, int64_t n, double p,
                                   uint64_t seed, prnn_dtype dtype)
 {
-    return dropout_apply(ctx, dx, dy, n, p, seed, dtype);
+    return dropout_apply(ctx, dx, dy, n, p, seed, 0, dtype);
+}
+
+prnn_status blocks_dropout_at(prnn_ctx *ctx, void *y, const void *x, int64_t n, double p,
+                              uint64_t seed, int64_t first, prnn_dtype dtype)
+{
+    return dropout_apply(ctx, y, x, n, p, seed, first, dtype);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -500,11 +500,12 @@ __global__ void xent_bwd_kernel(T *__restrict__ dlogits, const T *__restrict__ l
 /* Dropout and elementwise arithmetic                                       */
 
 template <typename T>
-__global__ void dropout_kernel(T *y, const T *x, int64_t n, uint64_t key, uint32_t threshold,
-                               float scale)
+__global__ void dropout_kernel(T *y, const T *x, int64_t n, uint64_t first, uint64_t key,
+                               uint32_t threshold, float scale)
 {
     for (int64_t i = global_tid(); i < n; i += grid_threads())
-        stf(y, i, blocks_dropout_keep(key, (uint64_t)i, threshold) ? ldf(x, i) * scale : 0.f);
+        stf(y, i,
+            blocks_dropout_keep(key, first + (uint64_t)i, threshold) ? ldf(x, i) * scale : 0.f);
 }
 
 /* y may equal a or b: each element is read before it is written. */
@@ -769,15 +770,15 @@ extern "C" prnn_status prnn_cuda_blocks_xent_bwd(prnn_ctx *ctx, prnn_dtype dt, v
 }
 
 extern "C" prnn_status prnn_cuda_blocks_dropout(prnn_ctx *ctx, prnn_dtype dt, void *y,
-                                                const void *x, int64_t n, uint64_t key,
-                                                uint32_t threshold, float scale)
+                                                const void *x, int64_t n, uint64_t first,
+                                                uint64_t key, uint32_t threshold, float scale)
 {
     GUARD();
     return by_dtype(dt, [&](auto tag) {
         using T = decltype(tag);
         auto *k = dropout_kernel<T>;
         PRNN_LAUNCH(k, grid_for(n, kThreads), kThreads, stream_of(ctx), static_cast<T *>(y),
-                    static_cast<const T *>(x), n, key, threshold, scale);
+                    static_cast<const T *>(x), n, first, key, threshold, scale);
         PRNN_CU_LAUNCHED();
         return PRNN_OK;
     });

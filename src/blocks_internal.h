@@ -165,9 +165,17 @@ prnn_status prnn_cuda_blocks_xent_bwd(prnn_ctx *ctx, prnn_dtype dt, void *dlogit
                                       const void *logits, const int32_t *targets,
                                       const float *lse, int64_t N, int64_t V, float dloss);
 
-/* y = x * keep(key, i, threshold) * scale. */
+/* prnn_dropout_forward (and backward: the same map) over elements
+ * [first, first + n) of a larger tensor's mask: y[i] = x[i] * keep(seed,
+ * first + i, p) / (1 - p). A slice of a tensor draws the bits the whole
+ * tensor would (the sequence-parallel model's time segments). */
+prnn_status blocks_dropout_at(prnn_ctx *ctx, void *y, const void *x, int64_t n, double p,
+                              uint64_t seed, int64_t first, prnn_dtype dtype);
+
+/* y[i] = x[i] * keep(key, first + i, threshold) * scale. */
 prnn_status prnn_cuda_blocks_dropout(prnn_ctx *ctx, prnn_dtype dt, void *y, const void *x,
-                                     int64_t n, uint64_t key, uint32_t threshold, float scale);
+                                     int64_t n, uint64_t first, uint64_t key,
+                                     uint32_t threshold, float scale);
 /* y = alpha a + beta b (b may be NULL); y may equal a or b. */
 prnn_status prnn_cuda_blocks_axpby(prnn_ctx *ctx, prnn_dtype dt, void *y, const void *a,
                                    const void *b, int64_t n, float alpha, float beta);

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "cell_internal.h"
+#include "seq_internal.h"
 
 #define TRY(call)                                                                                  \
     do {                                                                                           \
@@ -331,6 +332,10 @@ typedef struct layer {
     const int64_t *dev_src;
     int64_t dev_n;
     const int64_t *dev;
+    /* Sequence-parallel mode (seq_internal.h): the hook, and (B, max(D, H))
+     * acc scratch for the values crossing a segment boundary. */
+    const prnn_seq *seq;
+    void *halo, *halo_row;
 } layer;
 
 /* Fills the layer from a checked descriptor; ctx may be NULL (sizes only).
@@ -467,6 +472,56 @@ static prnn_scan_desc scan_desc(const layer *L, int dir)
     return sd;
 }
 
+/* The layer's scans over the whole sequence: local, or across the segments
+ * in sequence-parallel mode. */
+static prnn_status scan_fwd(layer *L, const prnn_scan_desc *sd, void *h, void *hT,
+                            const void *a, const void *b, const void *h0)
+{
+    if (L->seq) return L->seq->scan_forward(L->seq->self, sd, h, hT, a, b, h0);
+    return prnn_scan_forward(L->ctx, sd, h, hT, a, b, h0);
+}
+
+static prnn_status scan_bwd(layer *L, const prnn_scan_desc *sd, void *da, void *db, void *dh0,
+                            const void *a, const void *h, const void *h0, const void *dh,
+                            const void *dhT)
+{
+    if (L->seq) return L->seq->scan_backward(L->seq->self, sd, da, db, dh0, a, h, h0, dh, dhT);
+    return prnn_scan_backward(L->ctx, sd, da, db, dh0, a, h, h0, dh, dhT);
+}
+
+/*
+ * Sequence-parallel mode: L->halo (B, n) acc <- the row of src (B, T, n)
+ * dtype at the last step, in direction dir, of the segment before this one
+ * in that direction (zeros for the first segment): the value a one-step
+ * shift carries across the boundary. With dir flipped it is the next
+ * segment's first step, which is how gradients of a shift travel back.
+ */
+static prnn_status halo_in(layer *L, int dir, int64_t n, const void *src)
+{
+    cell_ew e;
+    TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
+    TRY(cell_last(L->ctx, &e, 0, n, L->halo_row, n, src, n, NULL, 0));
+    return L->seq->pass(L->seq->self, dir, L->B * n, L->at, L->halo, L->halo_row);
+}
+
+static const void *state_at(const layer *L, const void *base, int dir, int64_t off);
+
+/* What a one-step shift of src (B, T, n) brings in before the first step:
+ * the part at `off` of h0, or in sequence-parallel mode the neighbouring
+ * segment's row (halo_in). */
+static prnn_status shift_init(layer *L, int dir, int64_t n, const void *src, const void *h0,
+                              int64_t off, const void **init, int64_t *ld)
+{
+    if (!L->seq) {
+        *init = state_at(L, h0, dir, off);
+        *ld = L->S2;
+        return PRNN_OK;
+    }
+    *init = L->halo;
+    *ld = n;
+    return halo_in(L, dir, n, src);
+}
+
 /* Host arrays of the chunk geometry for recompute mode (NULL where every
  * chunk is full, resp. every row has nc chunks). */
 static prnn_status chunk_arrays(layer *L)
@@ -519,6 +574,7 @@ typedef struct {
     void *P, *c, *s, *a, *b, *xs;    /* (B, T, *) dtype */
     void *h0c, *h0s, *hTc, *hTs, *l0, *lT; /* (B, H) acc */
     void *Y, *cpad;                  /* recompute: chunk ends (B, nc, H) acc, padded c */
+    void *halo, *halo_row;           /* sequence-parallel: (B, max(D, H)) acc */
 } fwd_bufs;
 
 static void plan_fwd(const layer *L, int keep, carver *cv, fwd_bufs *f)
@@ -548,6 +604,10 @@ static void plan_fwd(const layer *L, int keep, carver *cv, fwd_bufs *f)
         f->Y = carve(cv, L->B * L->nc * L->H, L->as);
         if (L->Tp != L->T) f->cpad = carve(cv, L->B * L->Tp * L->H, L->es);
     }
+    if (L->seq) {
+        f->halo = carve(cv, L->B * (L->D > L->H ? L->D : L->H), L->as);
+        f->halo_row = carve(cv, L->B * (L->D > L->H ? L->D : L->H), L->as);
+    }
 }
 
 typedef struct {
@@ -557,6 +617,7 @@ typedef struct {
     void *ss, *dss, *ds;               /* GILR */
     void *apad, *bpad, *cpad;          /* recompute with k not dividing T */
     void *h0c, *h0s, *dhTc, *dhTs, *dh0c, *dh0s, *l0, *lT, *dlT, *tmp; /* (B, H) acc */
+    void *halo, *halo_row;             /* sequence-parallel: (B, max(D, H)) acc */
 } bwd_bufs;
 
 static void plan_bwd(const layer *L, carver *cv, bwd_bufs *g)
@@ -603,6 +664,10 @@ static void plan_bwd(const layer *L, carver *cv, bwd_bufs *g)
         g->l0 = carve(cv, st, L->as);
         g->lT = carve(cv, st, L->as);
         g->dlT = carve(cv, st, L->as);
+    }
+    if (L->seq) {
+        g->halo = carve(cv, L->B * (L->D > L->H ? L->D : L->H), L->as);
+        g->halo_row = carve(cv, L->B * (L->D > L->H ? L->D : L->H), L->as);
     }
 }
 
@@ -770,8 +835,11 @@ static prnn_status gemm_P(layer *L, int dir, void *P, void *xs, const void *x, c
                   L->dt));
     if (!L->qrnn2) return PRNN_OK;
     cell_ew e;
+    const void *init;
+    int64_t ld;
+    TRY(shift_init(L, dir, L->D, x, h0, L->off_xp, &init, &ld));
     TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-    TRY(cell_shift(ctx, &e, L->D, xs, L->D, x, L->D, state_at(L, h0, dir, L->off_xp), L->S2));
+    TRY(cell_shift(ctx, &e, L->D, xs, L->D, x, L->D, init, ld));
     return prnn_gemm(ctx, 0, 0, L->BT, L->GH, L->D, 1.0, xs, L->D, W + L->D * L->GH * L->es,
                      L->GH, 1.0, P, L->GH, L->dt, L->dt);
 }
@@ -781,8 +849,11 @@ static prnn_status gemm_U(layer *L, int dir, void *P, void *ss, const void *s, c
                           const void *h0)
 {
     cell_ew e;
+    const void *init;
+    int64_t ld;
+    TRY(shift_init(L, dir, L->H, s, h0, L->off_s, &init, &ld));
     TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-    TRY(cell_shift(L->ctx, &e, L->H, ss, L->H, s, L->H, state_at(L, h0, dir, L->off_s), L->S2));
+    TRY(cell_shift(L->ctx, &e, L->H, ss, L->H, s, L->H, init, ld));
     return prnn_gemm(L->ctx, 0, 0, L->BT, 4 * L->H, L->H, 1.0, ss, L->H, U, 4 * L->H, 1.0,
                      (char *)P + 2 * L->H * L->es, L->GH, L->dt, L->dt);
 }
@@ -812,7 +883,7 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
         TRY(ew_full(L, dir, CELL_STAGE_SURROGATE, &e));
         TRY(cell_gates_fwd(ctx, &e, f->a, f->b, P, p.bias));
         const prnn_scan_desc sd = scan_desc(L, dir);
-        TRY(prnn_scan_forward(ctx, &sd, s, hTs, f->a, f->b, h0s));
+        TRY(scan_fwd(L, &sd, s, hTs, f->a, f->b, h0s));
         TRY(state_out(L, hT, dir, L->off_s, hTs));
         TRY(gemm_U(L, dir, P, f->a, s, p.U, h0));
     }
@@ -828,7 +899,7 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
         if (hT) TRY(cell_state_map(ctx, L->at, CELL_MAP_EXP, L->B * L->H, hTc, f->lT, NULL));
     } else {
         const prnn_scan_desc sd = scan_desc(L, dir);
-        TRY(prnn_scan_forward(ctx, &sd, c, hTc, f->a, f->b, h0c));
+        TRY(scan_fwd(L, &sd, c, hTc, f->a, f->b, h0c));
     }
     TRY(cell_out_fwd(ctx, &e, (char *)y + dir * L->H * L->es, L->Hout, c, P, p.bias, x));
     TRY(state_out(L, hT, dir, L->off_c, hTc));
@@ -839,8 +910,12 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
     }
 
     if (act_d && L->rec) {
-        TRY(save_chunks(L, dir, f, act_d + L->act_Sc, c, L->log ? f->l0 : h0c));
-        if (L->gilr) TRY(save_chunks(L, dir, f, act_d + L->act_Ss, s, h0s));
+        /* A segment's first chunk starts from the state entering it. */
+        const void *c0 = L->log ? f->l0 : h0c, *s0 = h0s;
+        if (L->seq) TRY(halo_in(L, dir, L->H, c));
+        TRY(save_chunks(L, dir, f, act_d + L->act_Sc, c, L->seq ? L->halo : c0));
+        if (L->gilr && L->seq) TRY(halo_in(L, dir, L->H, s));
+        if (L->gilr) TRY(save_chunks(L, dir, f, act_d + L->act_Ss, s, L->seq ? L->halo : s0));
     }
     return PRNN_OK;
 }
@@ -890,15 +965,18 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
     } else {
         P = act_d + L->act_P;
         c = act_d + L->act_c;
+        const void *init;
+        int64_t ld;
         if (L->gilr) {
             s = act_d + L->act_s;
+            TRY(shift_init(L, dir, H, s, h0, L->off_s, &init, &ld));
             TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-            TRY(cell_shift(ctx, &e, H, g->ss, H, s, H, state_at(L, h0, dir, L->off_s), L->S2));
+            TRY(cell_shift(ctx, &e, H, g->ss, H, s, H, init, ld));
         }
         if (L->qrnn2) {
+            TRY(shift_init(L, dir, L->D, x, h0, L->off_xp, &init, &ld));
             TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-            TRY(cell_shift(ctx, &e, L->D, g->xs, L->D, x, L->D, state_at(L, h0, dir, L->off_xp),
-                           L->S2));
+            TRY(cell_shift(ctx, &e, L->D, g->xs, L->D, x, L->D, init, ld));
         }
     }
 
@@ -927,7 +1005,7 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         TRY(cell_logscan_bwd(ctx, &e, g->da, g->b, dh0c, g->db, g->w, g->a, c, dhTc));
         TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->b, P, p.bias));
     } else {
-        TRY(prnn_scan_backward(ctx, &sd, g->da, g->db, dh0c, g->a, c, h0c, g->dc, dhTc));
+        TRY(scan_bwd(L, &sd, g->da, g->db, dh0c, g->a, c, h0c, g->dc, dhTc));
         TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
         TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias));
     }
@@ -940,14 +1018,15 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
                       L->at));
         TRY(prnn_gemm(ctx, 0, 1, BT, H, 4 * H, 1.0, dPu, GH, p.U, 4 * H, 0.0, g->dss, H, L->dt,
                       L->dt));
+        /* ds_t = dss_{t+1}; the segment's last step takes the next segment's first */
+        if (L->seq) TRY(halo_in(L, !dir, H, g->dss));
         TRY(ew_full(L, !dir, CELL_STAGE_MAIN, &er)); /* er: "previous" is the next step */
-        TRY(cell_shift(ctx, &er, H, g->ds, H, g->dss, H, NULL, 0));
+        TRY(cell_shift(ctx, &er, H, g->ds, H, g->dss, H, L->seq ? L->halo : NULL, H));
         const void *dhTs = NULL;
         TRY(state_in(L, dhT, dir, L->off_s, g->dhTs, &dhTs));
         TRY(ew_full(L, dir, CELL_STAGE_SURROGATE, &e));
         TRY(cell_gates_fwd(ctx, &e, g->a, g->b, P, p.bias));
-        TRY(prnn_scan_backward(ctx, &sd, g->da, g->db, dh0 ? g->dh0s : NULL, g->a, s, h0s, g->ds,
-                               dhTs));
+        TRY(scan_bwd(L, &sd, g->da, g->db, dh0 ? g->dh0s : NULL, g->a, s, h0s, g->ds, dhTs));
         TRY(ew_full(L, dir, CELL_STAGE_SURROGATE, &e));
         TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias));
         if (dh0) {
@@ -977,6 +1056,12 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
         TRY(cell_unshift_add(ctx, &e, L->D, dxa->dx, L->D, g->dXs, L->D, NULL, 0));
         if (xpT) TRY(cell_last(ctx, &e, 1, L->D, dxa->dx, L->D, xpT, L->S2, NULL, 0));
+        if (L->seq) {
+            /* the next segment's first x_prev is this one's last x */
+            TRY(halo_in(L, !dir, L->D, g->dXs));
+            TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
+            TRY(cell_last(ctx, &e, 1, L->D, dxa->dx, L->D, L->halo, L->D, NULL, 0));
+        }
         if (dh0) {
             /* x_prev enters as the first step's xs (or passes through an
              * empty row to hT) */
@@ -1046,19 +1131,32 @@ static prnn_status forward_impl(layer *L, void *y, void *hT, void *act, const vo
                                 const void *params, const void *h0, const fwd_bufs *f)
 {
     TRY(chunk_arrays(L));
+    L->halo = f->halo;
+    L->halo_row = f->halo_row;
     for (int dir = 0; dir < L->ndir; dir++)
         TRY(fwd_dir(L, dir, f, y, hT, act ? (char *)act + dir * L->act_dir : NULL, x, params,
                     h0));
     return PRNN_OK;
 }
 
-prnn_status prnn_cell_forward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B, int64_t T,
-                              const int64_t *lengths, void *y, void *hT, void *act,
-                              const void *x, const void *params, const void *h0)
+/* Sequence-parallel mode takes no lengths or states, and scans in linear
+ * space only. */
+static prnn_status seq_check(const prnn_cell_desc *desc, const prnn_seq *seq)
+{
+    if (!seq) return PRNN_OK;
+    if (!seq->scan_forward || !seq->scan_backward || !seq->pass) return PRNN_ERR_NULL_POINTER;
+    return desc->log_space ? PRNN_ERR_UNSUPPORTED : PRNN_OK;
+}
+
+static prnn_status cell_forward(prnn_ctx *ctx, const prnn_cell_desc *desc, const prnn_seq *seq,
+                                int64_t B, int64_t T, const int64_t *lengths, void *y, void *hT,
+                                void *act, const void *x, const void *params, const void *h0)
 {
     layer L;
     tensor_bytes tb;
     TRY(layer_init(&L, ctx, desc, B, T, lengths, &tb));
+    TRY(seq_check(desc, seq));
+    L.seq = seq;
     if (!y || !x || !params) return PRNN_ERR_NULL_POINTER;
     const prnn_span out[] = {{y, tb.y}, {hT, tb.state}, {act, tb.act}};
     const prnn_span in[] = {{x, tb.x}, {params, tb.params}, {h0, tb.state}};
@@ -1074,12 +1172,28 @@ prnn_status prnn_cell_forward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t
     return st;
 }
 
+prnn_status prnn_cell_forward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B, int64_t T,
+                              const int64_t *lengths, void *y, void *hT, void *act,
+                              const void *x, const void *params, const void *h0)
+{
+    return cell_forward(ctx, desc, NULL, B, T, lengths, y, hT, act, x, params, h0);
+}
+
+prnn_status prnn_cell_forward_seq(prnn_ctx *ctx, const prnn_cell_desc *desc, const prnn_seq *seq,
+                                  int64_t B, int64_t T, void *y, void *act, const void *x,
+                                  const void *params)
+{
+    return cell_forward(ctx, desc, seq, B, T, NULL, y, NULL, act, x, params, NULL);
+}
+
 static prnn_status backward_impl(layer *L, void *dx, void *dparams, void *dh0, const void *dy,
                                  const void *dhT, const void *x, const void *params,
                                  const void *h0, const void *act, const bwd_bufs *g)
 {
     dx_acc dxa = {dx, 0};
     TRY(chunk_arrays(L));
+    L->halo = g->halo;
+    L->halo_row = g->halo_row;
     if (L->sru_x) {
         /* the highway's gradient accumulates into dx before any GEMM */
         TRY(prnn_mem_zero(L->ctx, dx, (size_t)(L->BT * L->D * L->es)));
@@ -1091,14 +1205,17 @@ static prnn_status backward_impl(layer *L, void *dx, void *dparams, void *dh0, c
     return PRNN_OK;
 }
 
-prnn_status prnn_cell_backward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B, int64_t T,
-                               const int64_t *lengths, void *dx, void *dparams, void *dh0,
-                               const void *dy, const void *dhT, const void *x,
-                               const void *params, const void *h0, const void *act)
+static prnn_status cell_backward(prnn_ctx *ctx, const prnn_cell_desc *desc, const prnn_seq *seq,
+                                 int64_t B, int64_t T, const int64_t *lengths, void *dx,
+                                 void *dparams, void *dh0, const void *dy, const void *dhT,
+                                 const void *x, const void *params, const void *h0,
+                                 const void *act)
 {
     layer L;
     tensor_bytes tb;
     TRY(layer_init(&L, ctx, desc, B, T, lengths, &tb));
+    TRY(seq_check(desc, seq));
+    L.seq = seq;
     if (!dx || !dparams || !dy || !x || !params || !act) return PRNN_ERR_NULL_POINTER;
     const prnn_span out[] = {{dx, tb.x}, {dparams, tb.dparams}, {dh0, tb.state}};
     const prnn_span in[] = {{dy, tb.y},        {dhT, tb.state}, {x, tb.x},
@@ -1113,6 +1230,24 @@ prnn_status prnn_cell_backward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_
     prnn_status st = backward_impl(&L, dx, dparams, dh0, dy, dhT, x, params, h0, act, &g);
     layer_release(&L);
     return st;
+}
+
+prnn_status prnn_cell_backward(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B, int64_t T,
+                               const int64_t *lengths, void *dx, void *dparams, void *dh0,
+                               const void *dy, const void *dhT, const void *x,
+                               const void *params, const void *h0, const void *act)
+{
+    return cell_backward(ctx, desc, NULL, B, T, lengths, dx, dparams, dh0, dy, dhT, x, params,
+                         h0, act);
+}
+
+prnn_status prnn_cell_backward_seq(prnn_ctx *ctx, const prnn_cell_desc *desc,
+                                   const prnn_seq *seq, int64_t B, int64_t T, void *dx,
+                                   void *dparams, const void *dy, const void *x,
+                                   const void *params, const void *act)
+{
+    return cell_backward(ctx, desc, seq, B, T, NULL, dx, dparams, NULL, dy, NULL, x, params,
+                         NULL, act);
 }
 
 prnn_status prnn_cell_step(prnn_ctx *ctx, const prnn_cell_desc *desc, int64_t B, void *y,

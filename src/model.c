@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks_internal.h"
 #include "prnn_blocks.h"
 #include "prnn_internal.h"
 #include "prnn_model.h"
+#include "seq_internal.h"
 
 #define MAX_LAYERS 4096
 
@@ -58,6 +60,13 @@ struct prnn_model {
     /* Recurrent mode, up to cap_b rows. */
     int64_t cap_b;
     void *sx, *sn, *su; /* (B, E) dtype */
+
+    /* Sequence-parallel mode (seq_internal.h): the hook, the last
+     * forward's segment [seq_off, seq_off + T) of seq_total steps, and its
+     * local mean loss's factor in the global mean. */
+    prnn_seq *seq;
+    int64_t seq_off, seq_total;
+    double loss_weight;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -146,6 +155,7 @@ static void free_step(prnn_model *m)
 void prnn_model_free(prnn_model *m)
 {
     if (!m) return;
+    prnn_model_set_seq_(m, NULL);
     free_acts(m);
     free_step(m);
     prnn_mem_free(m->ctx, m->params);
@@ -422,6 +432,26 @@ static uint64_t layer_seed(uint64_t seed, int64_t l)
     return mix64(&s);
 }
 
+/* Dropout over a layer's output (B, T, E), forward or backward (the same
+ * map). In sequence-parallel mode a row is a slice of the whole sequence's
+ * row, and draws the mask bits the whole (B, seq_total, E) tensor has
+ * there. */
+static prnn_status dropout(prnn_model *m, void *y, const void *x, int64_t B, int64_t T,
+                           uint64_t seed)
+{
+    const int64_t E = m->cfg.dim;
+    const prnn_dtype dt = m->cfg.dtype;
+    if (!m->seq) return prnn_dropout_forward(m->ctx, y, x, B * T * E, m->cfg.dropout, seed, dt);
+    for (int64_t b = 0; b < B; b++) {
+        const size_t at = (size_t)(b * T * E) * m->esz;
+        prnn_status s = blocks_dropout_at(m->ctx, (char *)y + at, (const char *)x + at, T * E,
+                                          m->cfg.dropout, seed,
+                                          (b * m->seq_total + m->seq_off) * E, dt);
+        if (s != PRNN_OK) return s;
+    }
+    return PRNN_OK;
+}
+
 static prnn_status norm_fwd(prnn_model *m, void *y, void *mean, void *rstd, const void *x,
                             int64_t g_off, int64_t b_off, int64_t n)
 {
@@ -465,6 +495,9 @@ prnn_status prnn_model_forward(prnn_model *m, int64_t B, int64_t T, void *loss,
     if (!prnn_mul_ok(B, T, &N)) return PRNN_ERR_SIZE_OVERFLOW;
     TRY(ensure_acts(m, N, B, T));
     m->trained = 0;
+    m->seq_off = 0;
+    m->seq_total = T;
+    if (m->seq) TRY(m->seq->begin(m->seq->self, B, T, &m->seq_off, &m->seq_total));
 
     prnn_ctx *ctx = m->ctx;
     const prnn_model_config *c = &m->cfg;
@@ -477,11 +510,10 @@ prnn_status prnn_model_forward(prnn_model *m, int64_t B, int64_t T, void *loss,
         TRY(norm_fwd(m, nl, aptr(m, m->mean, l * N), aptr(m, m->rstd, l * N), xl,
                      m->off_norm_g[l], m->off_norm_b[l], N));
         void *act = train ? (char *)m->act + (size_t)l * m->cell_act_bytes : NULL;
-        TRY(prnn_cell_forward(ctx, &m->cell, B, T, NULL, m->u, NULL, act, nl,
-                              wptr(m, m->off_cell[l]), NULL));
+        TRY(prnn_cell_forward_seq(ctx, &m->cell, m->seq, B, T, m->u, act, nl,
+                                  wptr(m, m->off_cell[l])));
         if (train && c->dropout > 0)
-            TRY(prnn_dropout_forward(ctx, m->u, m->u, N * E, c->dropout,
-                                     layer_seed(dropout_seed, l), dt));
+            TRY(dropout(m, m->u, m->u, B, T, layer_seed(dropout_seed, l)));
         TRY(prnn_add(ctx, xn, xl, m->u, N * E, dt));
     }
     void *nL = eptr(m, m->nx, L * N * E);
@@ -489,9 +521,12 @@ prnn_status prnn_model_forward(prnn_model *m, int64_t B, int64_t T, void *loss,
                  eptr(m, m->x, L * N * E), m->off_normf_g, m->off_normf_b, N));
     TRY(prnn_linear_forward(ctx, m->logits, nL, wptr(m, m->off_head_w), wptr(m, m->off_head_b),
                             N, E, c->vocab, dt));
+    m->loss_weight = 1.0;
     if (targets)
         TRY(prnn_xent_forward(ctx, loss, NULL, train ? m->lse : NULL, NULL, m->logits, targets,
                               N, c->vocab, dt));
+    if (targets && m->seq)
+        TRY(m->seq->loss(m->seq->self, loss, m->acc, targets, N, c->vocab, &m->loss_weight));
     m->B = B;
     m->T = T;
     m->ids = ids;
@@ -512,8 +547,8 @@ prnn_status prnn_model_backward(prnn_model *m, double dloss)
     const int64_t E = c->dim, L = c->layers, B = m->B, T = m->T, N = B * T;
     const prnn_dtype dt = c->dtype;
 
-    TRY(prnn_xent_backward(ctx, m->dlogits, m->logits, m->targets, m->lse, N, c->vocab, dloss,
-                           dt));
+    TRY(prnn_xent_backward(ctx, m->dlogits, m->logits, m->targets, m->lse, N, c->vocab,
+                           dloss * m->loss_weight, dt));
     void *nL = eptr(m, m->nx, L * N * E);
     TRY(prnn_linear_backward(ctx, m->dn, gptr(m, m->off_head_w), gptr(m, m->off_head_b),
                              m->dlogits, nL, wptr(m, m->off_head_w), N, E, c->vocab, dt));
@@ -524,14 +559,13 @@ prnn_status prnn_model_backward(prnn_model *m, double dloss)
          * through dropout, the cell and the norm. */
         const void *du = m->dx;
         if (c->dropout > 0) {
-            TRY(prnn_dropout_backward(ctx, m->dt, m->dx, N * E, c->dropout,
-                                      layer_seed(m->drop_seed, l), dt));
+            TRY(dropout(m, m->dt, m->dx, B, T, layer_seed(m->drop_seed, l)));
             du = m->dt;
         }
         void *xl = eptr(m, m->x, l * N * E), *nl = eptr(m, m->nx, l * N * E);
         const void *act = (char *)m->act + (size_t)l * m->cell_act_bytes;
-        TRY(prnn_cell_backward(ctx, &m->cell, B, T, NULL, m->dn, gptr(m, m->off_cell[l]), NULL,
-                               du, NULL, nl, wptr(m, m->off_cell[l]), NULL, act));
+        TRY(prnn_cell_backward_seq(ctx, &m->cell, m->seq, B, T, m->dn, gptr(m, m->off_cell[l]),
+                                   du, nl, wptr(m, m->off_cell[l]), act));
         TRY(norm_bwd(m, m->dt, m->dn, xl, aptr(m, m->mean, l * N), aptr(m, m->rstd, l * N),
                      m->off_norm_g[l], m->off_norm_b[l], N));
         TRY(prnn_add(ctx, m->dx, m->dx, m->dt, N * E, dt));
@@ -539,6 +573,20 @@ prnn_status prnn_model_backward(prnn_model *m, double dloss)
     TRY(prnn_embedding_backward(ctx, gptr(m, m->off_embed), m->ids, m->dx, N, c->vocab, E, dt));
     return PRNN_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Sequence-parallel mode                                                   */
+
+prnn_status prnn_model_set_seq_(prnn_model *m, prnn_seq *seq)
+{
+    if (!m) return PRNN_ERR_NULL_POINTER;
+    if (m->seq && m->seq->release) m->seq->release(m->seq->self);
+    m->seq = seq;
+    m->trained = 0; /* a backward belongs to the forward of its own mode */
+    return PRNN_OK;
+}
+
+const prnn_seq *prnn_model_seq_(const prnn_model *m) { return m ? m->seq : NULL; }
 
 /* ------------------------------------------------------------------------ */
 /* Recurrent mode                                                           */

@@ -207,6 +207,13 @@ static const opt_spec specs[] = {
      "one process per GPU, each takes the GPU of its rank on the node): each trains on its "
      "share of the rows of every batch, so N processes at --batch B train as one does",
      "off"},
+    {"seq-parallel", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(seq_parallel), NULL,
+     "with --dist: sequence parallel instead of data parallel. Every process takes all rows "
+     "of each batch but only its own contiguous slice of the time axis (--seq-len split "
+     "evenly, the first processes taking one step more when it does not divide); the scans "
+     "run across the processes, so N processes train as one does on the whole sequence while "
+     "each holds only 1/N of its activations: sequences longer than one device holds",
+     "off"},
 
     {"eval-interval", K_I64, FOR_TRAIN, "Evaluation and output", "N", 0, TRILLION, 0,
      OFF(eval_interval), NULL,
@@ -529,6 +536,12 @@ static int check_options(train_options *o, const char *cmd, char *err, size_t er
         if (o->warmup > o->steps) {
             return errf(err, errlen, "prnn %s: --warmup %lld is longer than --steps %lld", cmd,
                         (long long)o->warmup, (long long)o->steps);
+        }
+        if (o->seq_parallel && !o->dist) {
+            return errf(err, errlen,
+                        "prnn %s: --seq-parallel needs --dist (mpirun -np N prnn train --dist "
+                        "--seq-parallel ...)",
+                        cmd);
         }
         if (train_task_is_synthetic(o->task) && o->seq_len < 4) {
             return errf(err, errlen, "prnn %s: --task %s needs --seq-len of at least 4, got %lld",

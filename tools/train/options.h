@@ -70,6 +70,7 @@ typedef struct train_options {
     prnn_device device;
     int64_t threads;  /* 0 = all cores */
     int dist;         /* data parallel over an MPI job's processes (dist.h) */
+    int seq_parallel; /* with dist: the time axis split instead (seqpar.h) */
     uint64_t seed;
     int64_t eval_interval; /* 0 = evaluate only at the end */
     int64_t eval_batches;  /* eval: 0 = the whole validation text */

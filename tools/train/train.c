@@ -11,7 +11,8 @@
  * the CPU reproduces the uninterrupted run's losses bit for bit. Ctrl-C
  * finishes the current step, saves a checkpoint and exits. With --dist the
  * processes of an MPI job split each batch's rows and average their
- * gradients (dist.h); rank 0 alone prints, logs and saves.
+ * gradients (dist.h), or with --seq-parallel each row's time axis
+ * (seqpar.h); rank 0 alone prints, logs and saves.
  *
  * Size letters: B batch rows, T steps per row, V vocabulary (256 bytes).
  */
@@ -33,6 +34,7 @@
 #include "prnn_model.h"
 #include "rng.h"
 #include "sample.h"
+#include "seqpar.h"
 #include "train.h"
 
 /* ------------------------------------------------------------------------ */
@@ -211,13 +213,15 @@ typedef struct dev_batch {
 
 /* Mean loss over a batch's scored tokens, on the model (no dropout, nothing
  * saved). Returns the loss times the count in *sum. */
-static prnn_status eval_batch(prnn_ctx *ctx, prnn_model *m, const train_batch *hb,
-                              dev_batch *db, float *d_loss, double *sum)
+static prnn_status eval_batch(prnn_ctx *ctx, prnn_model *m, train_seq *seq,
+                              const train_batch *hb, dev_batch *db, float *d_loss, double *sum)
 {
-    const size_t bytes = (size_t)(hb->B * hb->T) * sizeof(int32_t);
-    prnn_status s = prnn_mem_upload(ctx, db->x, hb->x, bytes);
-    if (s == PRNN_OK) s = prnn_mem_upload(ctx, db->y, hb->y, bytes);
-    if (s == PRNN_OK) s = prnn_model_forward(m, hb->B, hb->T, d_loss, db->x, db->y, 0, 0);
+    const int32_t *x = hb->x, *y = hb->y;
+    const int64_t T = train_seq_slice(seq, hb, &x, &y);
+    const size_t bytes = (size_t)(hb->B * T) * sizeof(int32_t);
+    prnn_status s = prnn_mem_upload(ctx, db->x, x, bytes);
+    if (s == PRNN_OK) s = prnn_mem_upload(ctx, db->y, y, bytes);
+    if (s == PRNN_OK) s = prnn_model_forward(m, hb->B, T, d_loss, db->x, db->y, 0, 0);
     float loss = 0;
     if (s == PRNN_OK) s = prnn_mem_download(ctx, &loss, d_loss, sizeof loss);
     *sum = (double)loss * (double)hb->n_counted;
@@ -226,8 +230,8 @@ static prnn_status eval_batch(prnn_ctx *ctx, prnn_model *m, const train_batch *h
 
 /* Validation loss in nats per scored token over up to max_batches batches
  * (all of the held-out text when the data has fewer). */
-static int evaluate(prnn_ctx *ctx, prnn_model *m, const train_data *d, int64_t B, int64_t T,
-                    int64_t max_batches, dev_batch *db, float *d_loss, double *out)
+static int evaluate(prnn_ctx *ctx, prnn_model *m, train_seq *seq, const train_data *d, int64_t B,
+                    int64_t T, int64_t max_batches, dev_batch *db, float *d_loss, double *out)
 {
     int64_t nb = train_data_eval_batches(d);
     if (nb < 0 || (max_batches > 0 && nb > max_batches)) nb = max_batches > 0 ? max_batches : 16;
@@ -246,7 +250,7 @@ static int evaluate(prnn_ctx *ctx, prnn_model *m, const train_data *d, int64_t B
         }
         if (hb.n_counted == 0) continue;
         double sum = 0;
-        prnn_status s = eval_batch(ctx, m, &hb, db, d_loss, &sum);
+        prnn_status s = eval_batch(ctx, m, seq, &hb, db, d_loss, &sum);
         if (s != PRNN_OK) {
             rc = fail_status("evaluation", s);
             break;
@@ -337,6 +341,7 @@ typedef struct trainer {
     train_state st;     /* step, tokens, sampler, rng, best loss (m, v unused) */
     train_log log;
     train_dist *dist;   /* --dist: this process's part of the job (dist.h) */
+    train_seq *seq;     /* --seq-parallel: its slice of the time axis (seqpar.h) */
     int64_t rows;       /* rows of each batch this process trains on */
     double share[2];    /* [slot] this process's share of the batch's scored tokens */
 } trainer;
@@ -438,11 +443,12 @@ static int stage_batch(trainer *t, train_batch *hb, int k)
         return 1;
     }
     int64_t first = 0;
-    t->rows = train_dist_rows(t->dist, hb->B, &first);
+    t->rows = t->seq ? hb->B : train_dist_rows(t->dist, hb->B, &first);
     t->share[k] = train_dist_share(t->dist, hb, first, t->rows);
-    const size_t bytes = (size_t)(t->rows * hb->T) * sizeof(int32_t);
-    memcpy(t->pin[k][0], hb->x + first * hb->T, bytes);
-    memcpy(t->pin[k][1], hb->y + first * hb->T, bytes);
+    const int32_t *x = hb->x + first * hb->T, *y = hb->y + first * hb->T;
+    const size_t bytes = (size_t)(t->rows * train_seq_slice(t->seq, hb, &x, &y)) * sizeof(int32_t);
+    memcpy(t->pin[k][0], x, bytes);
+    memcpy(t->pin[k][1], y, bytes);
     prnn_status s = prnn_mem_upload(t->copy, t->dev[k].x, t->pin[k][0], bytes);
     if (s == PRNN_OK) s = prnn_mem_upload(t->copy, t->dev[k].y, t->pin[k][1], bytes);
     if (s != PRNN_OK) return fail_status("uploading a batch", s);
@@ -527,10 +533,11 @@ int train_cmd_train(int argc, char **argv)
         PCHECK("creating the copy context", ctx_open(o, train_dist_device(t->dist), &t->copy));
     else
         t->copy = t->ctx;
-    if (train_dist_attach(t->dist, t->ctx, B) != 0) goto done;
+    if (!o->seq_parallel && train_dist_attach(t->dist, t->ctx, B) != 0) goto done;
     prnn_model_config mc = model_config(o);
     PCHECK("building the model", prnn_model_init(t->ctx, &t->model, &mc));
     t->P = prnn_model_param_count(t->model);
+    if (o->seq_parallel && train_seq_attach(&t->seq, t->ctx, t->model, B, T) != 0) goto done;
 
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->m, (size_t)t->P * 4));
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->v, (size_t)t->P * 4));
@@ -538,7 +545,7 @@ int train_cmd_train(int argc, char **argv)
     PCHECK("allocating", prnn_mem_zero(t->ctx, t->v, (size_t)t->P * 4));
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->d_loss, 8));
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->d_sumsq, 8));
-    const size_t bbytes = (size_t)(B * T) * sizeof(int32_t);
+    const size_t bbytes = (size_t)(B * train_seq_steps(t->seq, T)) * sizeof(int32_t);
     for (int k = 0; k < 2; k++) {
         PCHECK("allocating", prnn_mem_alloc_pinned(t->ctx, (void **)&t->pin[k][0], bbytes));
         PCHECK("allocating", prnn_mem_alloc_pinned(t->ctx, (void **)&t->pin[k][1], bbytes));
@@ -603,12 +610,14 @@ int train_cmd_train(int argc, char **argv)
         PCHECK("zeroing gradients", prnn_model_zero_grads(m));
         /* Dropout masks depend on (seed, step) only, so a resumed run draws
          * the same masks (and on the rank with --dist: dist.h). */
-        const uint64_t drop_seed =
-            train_dist_seed(t->dist, o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)step);
-        PCHECK("forward", prnn_model_forward(m, t->rows, T, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
+        const uint64_t seed0 = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)step;
+        const uint64_t drop_seed = t->seq ? seed0 : train_dist_seed(t->dist, seed0);
+        const int64_t Tl = train_seq_steps(t->seq, T);
+        PCHECK("forward", prnn_model_forward(m, t->rows, Tl, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
         PHASE(1);
-        PCHECK("backward", prnn_model_backward(m, train_dist_loss_scale(t->dist, t->share[k])));
-        PCHECK("averaging gradients", train_dist_average(t->dist, prnn_model_grads(m), t->P));
+        PCHECK("backward", prnn_model_backward(m, t->seq ? 1.0 : train_dist_loss_scale(t->dist, t->share[k])));
+        if (t->seq) PCHECK("summing gradients", train_seq_reduce(t->seq));
+        else PCHECK("averaging gradients", train_dist_average(t->dist, prnn_model_grads(m), t->P));
         PHASE(2);
 
         /* While the GPU works: the next batch, into the other slot. */
@@ -627,7 +636,8 @@ int train_cmd_train(int argc, char **argv)
         float loss = 0;
         PCHECK("reading the loss", prnn_mem_download(t->ctx, &loss, t->d_loss, sizeof loss));
         int stop = g_stop;
-        PCHECK("averaging the loss", train_dist_step_end(t->dist, &loss, t->share[k], &stop));
+        if (t->seq) PCHECK("ending the step", train_seq_step_end(t->seq, &stop));
+        else PCHECK("averaging the loss", train_dist_step_end(t->dist, &loss, t->share[k], &stop));
         g_stop = stop;
         if (!isfinite(loss)) {
             fprintf(stderr, "prnn train: the loss is %f at step %lld; stopping (lower --lr?)\n",
@@ -658,7 +668,8 @@ int train_cmd_train(int argc, char **argv)
         const int last = t->st.step == o->steps || g_stop;
         if ((o->eval_interval && t->st.step % o->eval_interval == 0) || last) {
             double val = 0;
-            if (evaluate(t->ctx, m, &t->data, B, T, o->eval_batches, &t->dev[k ^ 1], t->d_loss,
+            if (evaluate(t->ctx, m, t->seq, &t->data, B, T, o->eval_batches, &t->dev[k ^ 1],
+                         t->d_loss,
                          &val) != 0)
                 goto done;
             puts(train_fmt_eval(line, sizeof line, t->st.step, val));
@@ -706,6 +717,7 @@ done:
         rc = 1;
     }
     train_batch_free(&hb);
+    train_seq_close(t->seq, rc);
     train_dist_close(t->dist, rc);
     if (t->ctx) {
         for (int j = 0; j < 2; j++) {
@@ -799,7 +811,8 @@ int train_cmd_eval(int argc, char **argv)
         PCHECK("allocating", prnn_mem_alloc(ctx, (void **)&db.y, bytes));
         PCHECK("allocating", prnn_mem_alloc(ctx, (void **)&d_loss, 8));
         double val = 0;
-        if (evaluate(ctx, m, &d, o.batch, o.seq_len, o.eval_batches, &db, d_loss, &val) != 0)
+        if (evaluate(ctx, m, NULL, &d, o.batch, o.seq_len, o.eval_batches, &db, d_loss, &val) !=
+            0)
             goto done;
         printf("%s: loss %.4f nats/byte, %.4f bits/byte (%s)\n", o.model_path, val,
                train_bits_per_byte(val), d.describe);
