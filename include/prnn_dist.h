@@ -23,7 +23,11 @@
  * sequence can be longer than any one device holds.
  *
  * Data parallelism. prnn_dist_allreduce_mean averages a gradient buffer over
- * the ranks; every rank receives the same bits.
+ * the ranks; every rank receives the same bits. prnn_dist_grad does the same
+ * bucket by bucket while the backward still runs (slices of the buffer start
+ * averaging as they become final), and can leave each rank only the mean of
+ * its own shard of the buffer (ZeRO-1: the optimizer step sharded over the
+ * ranks, then prnn_dist_allgather_shards).
  *
  * Every function is collective: all ranks of the context call it, in the
  * same order, with matching arguments. Available when the library was built
@@ -94,12 +98,101 @@ const char *prnn_dist_backend(const prnn_dist *dist);
 
 /*
  * buf (n) fp32 on the context's device, in place: the element-wise mean over
- * the ranks. Each element is summed once (reduce-scatter, then all-gather),
- * so every rank receives identical bits; the sum is divided by the rank
- * count (not multiplied by its inverse), so a mean that is representable
- * comes out exact when the sum is.
+ * the ranks. Each element is summed once and the sum sent to every rank, so
+ * every rank receives identical bits; the sum is divided by the rank count
+ * (not multiplied by its inverse), so a mean that is representable comes out
+ * exact when the sum is.
+ *
+ * Summation order. CPU (MPI): each element is summed in rank order, rank 0's
+ * value first, whatever the buffer's length or the split into buckets, so
+ * prnn_dist_allreduce_mean and prnn_dist_grad give the same bits. CUDA
+ * (NCCL): NCCL's ring or tree order, which may depend on the element's place
+ * in the call; with two ranks the sum a + b is the same bits in any order,
+ * with more the results of different splits agree to fp32 rounding.
  */
 prnn_status prnn_dist_allreduce_mean(prnn_dist *dist, float *buf, int64_t n);
+
+/*
+ * Shards, for ZeRO-1. A buffer of n elements is cut into one contiguous
+ * shard per rank in rank order, [lo, hi) with lo = r * ceil(n / N) clamped
+ * to n: all shards but the last ones have the same length; with n < N some
+ * are empty. rank < 0 means the calling rank.
+ */
+void prnn_dist_shard(const prnn_dist *dist, int64_t n, int rank, int64_t *lo, int64_t *hi);
+
+/* buf (n) fp32 on the context's device, in place: every rank's shard of its
+ * own buf is copied into the same place of every rank's buf (after a
+ * sharded optimizer step: the updated weights everywhere). */
+prnn_status prnn_dist_allgather_shards(prnn_dist *dist, float *buf, int64_t n);
+
+/* buf (n) fp32 in HOST memory on every context: every rank's shard of its
+ * buf lands in root's buf (the other ranks' buf are only read). For
+ * checkpoints of sharded optimizer state. */
+prnn_status prnn_dist_gather_shards_host(prnn_dist *dist, float *buf, int64_t n, int root);
+
+/*
+ * The gradient average of data-parallel training, overlapped with the
+ * backward. A prnn_dist_grad is bound to one buffer buf (n) fp32 on the
+ * context's device. Each step:
+ *
+ *   prnn_dist_grad_begin(g);
+ *   ... the backward; each time a slice of buf is final:
+ *       prnn_dist_grad_ready(g, offset, count);
+ *   prnn_dist_grad_finish(g);
+ *
+ * Ready slices gather into buckets of contiguous elements; a bucket starts
+ * averaging as soon as it holds bucket_elems elements or the next slice does
+ * not continue it (so tiny slices merge, and a bucket never waits for a
+ * slice that lies elsewhere), and finish starts the last one. Between begin
+ * and finish every element of buf must be made ready exactly once, on every
+ * rank in the same order, and a ready slice must not be written again
+ * before finish.
+ *
+ * Modes:
+ *   PRNN_DIST_GRAD_MEAN     every rank ends with the whole mean, with the
+ *                           bits of prnn_dist_allreduce_mean (CPU; on CUDA
+ *                           see its note on summation order);
+ *   PRNN_DIST_GRAD_SCATTER  each rank ends with the mean of its own shard
+ *                           (prnn_dist_shard); the rest of its buf holds
+ *                           unspecified values. Each element is reduced once,
+ *                           to its owner: half the traffic of a mean.
+ *
+ * CUDA: the collectives run on a second stream of the distributed context;
+ * each bucket waits on an event recorded on the context's stream when its
+ * last slice was made ready (so call ready after queuing the work that
+ * writes the slice), and finish makes the context's stream wait for them.
+ * Nothing waits on the host. CPU: buckets start as non-blocking MPI
+ * collectives, which move forward on every later ready call (MPI progresses
+ * when called) and are waited for at finish.
+ *
+ * bucket_elems <= 0 takes the default, 1M elements (4 MiB); a bucket holds at
+ * most 16M. prnn_dist_grad_hook has the type of prnn_model_grad_hook
+ * (prnn_model.h), so a model can drive a prnn_dist_grad directly:
+ *
+ *   prnn_model_set_grad_hook(model, prnn_dist_grad_hook, g);
+ */
+typedef enum prnn_dist_grad_mode {
+    PRNN_DIST_GRAD_MEAN = 0,
+    PRNN_DIST_GRAD_SCATTER
+} prnn_dist_grad_mode;
+
+typedef struct prnn_dist_grad prnn_dist_grad;
+
+/* Collective. dist must outlive the prnn_dist_grad. */
+prnn_status prnn_dist_grad_init(prnn_dist_grad **g, prnn_dist *dist, float *buf, int64_t n,
+                                prnn_dist_grad_mode mode, int64_t bucket_elems);
+/* Collective (after a finish, or before any begin). NULL is a no-op. */
+void prnn_dist_grad_free(prnn_dist_grad *g);
+
+prnn_status prnn_dist_grad_begin(prnn_dist_grad *g);
+prnn_status prnn_dist_grad_ready(prnn_dist_grad *g, int64_t offset, int64_t count);
+prnn_status prnn_dist_grad_finish(prnn_dist_grad *g);
+
+/* prnn_dist_grad_ready with the prnn_dist_grad as void *. */
+prnn_status prnn_dist_grad_hook(void *g, int64_t offset, int64_t count);
+
+/* Buckets the last step started (after a finish). */
+int prnn_dist_grad_buckets(const prnn_dist_grad *g);
 
 /* buf (n) double in HOST memory on every context: the element-wise sum over
  * the ranks (losses, token counts, flags). */

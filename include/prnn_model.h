@@ -114,6 +114,23 @@ const void *prnn_model_logits(const prnn_model *model);
 prnn_status prnn_model_backward(prnn_model *model, double dloss);
 
 /*
+ * Told during prnn_model_backward that the gradients [offset, offset +
+ * count) are final for this backward, as soon as the ops that write them
+ * are queued on the context (on CUDA they may still be running: order later
+ * work after them on the context's stream, e.g. with an event). Slices come
+ * in the order they finish, which is the reverse of the buffer's order: the
+ * head, norm_f, each layer from the last to the first (its norm and cell
+ * together), then the embedding; together they cover the buffer once.
+ * A status other than PRNN_OK stops the backward, which returns it. Meant
+ * for starting the gradient average of data-parallel training early
+ * (prnn_dist_grad_hook in prnn_dist.h fits).
+ */
+typedef prnn_status (*prnn_model_grad_hook)(void *user, int64_t offset, int64_t count);
+
+/* Sets the hook (NULL: none, the default). */
+prnn_status prnn_model_set_grad_hook(prnn_model *model, prnn_model_grad_hook hook, void *user);
+
+/*
  * Recurrent mode, O(1) work per token: one step for B rows. state (B,
  * state_floats) in the accumulation type holds every layer's cell state
  * (zero it to start); logits (B, vocab) are in the model's dtype.

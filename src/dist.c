@@ -32,11 +32,34 @@
 #undef REAL
 #undef FN
 
+/* One bucket of a CPU mean: elements [off, off + count) of a buffer. Each
+ * rank sums a part of it in rank order: the ranks' values of that part come
+ * to it in one all-to-all (phase EXCHANGE); the sums then go back to every
+ * rank in an all-gather (phase GATHER), or stay with their owner (a SCATTER
+ * bucket). The arrays live as long as the bucket, since a non-blocking MPI
+ * call reads them until it completes. */
+enum { BK_IDLE, BK_EXCHANGE, BK_GATHER };
+
+typedef struct dist_bucket {
+    int64_t off, count;
+    int scatter;
+    int phase;
+    MPI_Request req;
+    int *cnt;         /* (6N): send counts, displacements; receive counts,
+                         displacements; every part's count and start */
+    float *tmp;       /* (N * mine): the ranks' values of my part */
+    int64_t tmp_cap;
+    int64_t mine_lo, mine; /* my part, relative to the bucket */
+} dist_bucket;
+
 struct prnn_dist {
     prnn_ctx *ctx;
     MPI_Comm comm; /* our duplicate of the caller's communicator */
     int rank, size;
     void *nccl;    /* ncclComm_t on CUDA contexts */
+    void *side, *ev_main, *ev_side; /* CUDA: the side stream of bucketed
+                                       collectives and its events */
+    dist_bucket bk;                 /* the blocking mean's (CPU) */
 
     /* Workspace on the context's device (records, GPU scratch), grown on
      * demand and kept. */
@@ -128,6 +151,7 @@ prnn_status prnn_dist_init(prnn_dist **out, prnn_ctx *ctx, const void *mpi_comm)
         s = mpi_ok(MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, d->comm));
         if (s == PRNN_OK) s = (prnn_status)msg[0];
         if (s == PRNN_OK) s = prnn_dist_nccl_init(ctx, &d->nccl, msg + 8, d->rank, d->size);
+        if (s == PRNN_OK) s = prnn_dist_cuda_side_init(ctx, &d->side, &d->ev_main, &d->ev_side);
         /* Everyone agrees on the outcome. */
         int bad = s != PRNN_OK, any = 0;
         if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->comm) != MPI_SUCCESS) any = 1;
@@ -148,10 +172,14 @@ void prnn_dist_free(prnn_dist *d)
 {
     if (!d) return;
 #ifdef PRNN_DIST_NCCL
+    if (d->side || d->ev_main || d->ev_side)
+        prnn_dist_cuda_side_free(d->ctx, d->side, d->ev_main, d->ev_side);
     if (d->nccl) prnn_dist_nccl_free(d->ctx, d->nccl);
 #endif
     prnn_mem_free(d->ctx, d->ws);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
+    free(d->bk.cnt);
+    free(d->bk.tmp);
     free(d->len);
     free(d->share);
     free(d->counts);
@@ -184,9 +212,123 @@ static void *workspace(prnn_dist *d, size_t bytes)
 /* ------------------------------------------------------------------------ */
 /* Data parallel                                                            */
 
-/* Elements per round of the CPU all-reduce (bounds MPI's int counts and
- * the share buffer: 64 MiB of fp32 in flight). */
-#define ALLREDUCE_CHUNK ((int64_t)1 << 24)
+/* Elements per bucket at most (bounds MPI's int counts and the scratch of
+ * a CPU bucket: 64 MiB of fp32 in flight), and the default bucket. */
+#define BUCKET_MAX ((int64_t)1 << 24)
+#define BUCKET_DEFAULT ((int64_t)1 << 20)
+
+void prnn_dist_shard(const prnn_dist *d, int64_t n, int rank, int64_t *lo, int64_t *hi)
+{
+    const int N = d ? d->size : 1;
+    if (rank < 0) rank = d ? d->rank : 0;
+    const int64_t S = n > 0 ? (n + N - 1) / N : 0;
+    const int64_t a = S * rank < n ? S * rank : n;
+    *lo = a;
+    *hi = a + S < n ? a + S : n;
+}
+
+/* Rank r's part of bucket b, relative to the bucket: an even split of a
+ * mean, the rank's shard of a scatter. */
+static void bucket_part(const prnn_dist *d, const dist_bucket *b, int64_t n, int r, int64_t *lo,
+                        int64_t *hi)
+{
+    const int N = d->size;
+    if (!b->scatter) {
+        *lo = b->count * r / N;
+        *hi = b->count * (r + 1) / N;
+        return;
+    }
+    int64_t slo, shi;
+    prnn_dist_shard(d, n, r, &slo, &shi);
+    const int64_t x = slo > b->off ? slo : b->off;
+    const int64_t y = shi < b->off + b->count ? shi : b->off + b->count;
+    *lo = x - b->off;
+    *hi = (y > x ? y : x) - b->off;
+}
+
+/* Starts bucket b of buf (n) on the host: its parts go to their owners. */
+static prnn_status bucket_start(prnn_dist *d, dist_bucket *b, float *buf, int64_t n,
+                                MPI_Comm comm)
+{
+    const int N = d->size;
+    if (!b->cnt) {
+        b->cnt = malloc((size_t)N * 6 * sizeof(int));
+        if (!b->cnt) return PRNN_ERR_OUT_OF_MEMORY;
+    }
+    int *sc = b->cnt, *sd = sc + N, *rc = sd + N, *rd = rc + N, *pc = rd + N, *pd = pc + N;
+    for (int r = 0; r < N; r++) {
+        int64_t lo, hi;
+        bucket_part(d, b, n, r, &lo, &hi);
+        sc[r] = pc[r] = (int)(hi - lo);
+        sd[r] = pd[r] = (int)lo;
+    }
+    b->mine_lo = pd[d->rank];
+    b->mine = pc[d->rank];
+    const int64_t need = b->mine * N > 0 ? b->mine * N : 1;
+    if (need > b->tmp_cap) {
+        free(b->tmp);
+        b->tmp = malloc((size_t)need * sizeof(float));
+        b->tmp_cap = b->tmp ? need : 0;
+        if (!b->tmp) return PRNN_ERR_OUT_OF_MEMORY;
+    }
+    for (int r = 0; r < N; r++) {
+        rc[r] = (int)b->mine;
+        rd[r] = (int)(r * b->mine);
+    }
+    b->phase = BK_EXCHANGE;
+    return mpi_ok(MPI_Ialltoallv(buf + b->off, sc, sd, MPI_FLOAT, b->tmp, rc, rd, MPI_FLOAT, comm,
+                                 &b->req));
+}
+
+/* After the exchange: my part's sum in rank order, divided by the rank
+ * count; then back to every rank (a mean) or into my shard (a scatter). */
+static prnn_status bucket_reduce(prnn_dist *d, dist_bucket *b, float *buf, MPI_Comm comm)
+{
+    const int N = d->size;
+    const int64_t m = b->mine;
+    float *out = b->scatter ? buf + b->off + b->mine_lo : b->tmp;
+    for (int64_t i = 0; i < m; i++) {
+        float x = b->tmp[i];
+        for (int r = 1; r < N; r++) x += b->tmp[r * m + i];
+        out[i] = x / (float)N;
+    }
+    if (b->scatter) {
+        b->phase = BK_IDLE;
+        return PRNN_OK;
+    }
+    const int *pc = b->cnt + 4 * N, *pd = pc + N;
+    b->phase = BK_GATHER;
+    return mpi_ok(MPI_Iallgatherv(b->tmp, (int)m, MPI_FLOAT, buf + b->off, pc, pd, MPI_FLOAT,
+                                  comm, &b->req));
+}
+
+/* Waits for bucket b (wait = 1) or checks on it, moving it on when its
+ * exchange has finished. *busy: still in flight. */
+static prnn_status bucket_poll(prnn_dist *d, dist_bucket *b, float *buf, MPI_Comm gather,
+                               int wait, int *busy)
+{
+    *busy = 0;
+    while (b->phase != BK_IDLE) {
+        int flag = 1;
+        prnn_status s = mpi_ok(wait ? MPI_Wait(&b->req, MPI_STATUS_IGNORE)
+                                    : MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE));
+        if (s != PRNN_OK) {
+            b->phase = BK_IDLE;
+            return s;
+        }
+        if (!flag) {
+            *busy = 1;
+            return PRNN_OK;
+        }
+        if (b->phase == BK_GATHER) {
+            b->phase = BK_IDLE;
+        } else if ((s = bucket_reduce(d, b, buf, gather)) != PRNN_OK) {
+            b->phase = BK_IDLE;
+            return s;
+        }
+    }
+    return PRNN_OK;
+}
 
 prnn_status prnn_dist_allreduce_mean(prnn_dist *d, float *buf, int64_t n)
 {
@@ -195,39 +337,285 @@ prnn_status prnn_dist_allreduce_mean(prnn_dist *d, float *buf, int64_t n)
     if (n == 0 || d->size == 1) return PRNN_OK;
     if (d->ctx->device == PRNN_DEVICE_CUDA) {
 #ifdef PRNN_DIST_NCCL
-        return prnn_dist_nccl_allreduce_mean(d->ctx, d->nccl, buf, n, d->size);
+        return prnn_dist_nccl_allreduce_mean(d->ctx, d->nccl, buf, n, d->size, NULL);
 #else
         return PRNN_ERR_UNSUPPORTED;
 #endif
     }
-    const int N = d->size;
-    const int64_t per = (n < ALLREDUCE_CHUNK ? n : ALLREDUCE_CHUNK) / N + 1;
-    if (per > d->share_cap) {
-        float *p = realloc(d->share, (size_t)per * sizeof(float));
-        if (!p) return PRNN_ERR_OUT_OF_MEMORY;
-        d->share = p;
-        d->share_cap = per;
-    }
-    /* Reduce-scatter then all-gather: each element is summed by one rank,
-     * so all ranks end with the same bits whatever MPI's summation order. */
-    for (int64_t off = 0; off < n; off += ALLREDUCE_CHUNK) {
-        const int64_t c = n - off < ALLREDUCE_CHUNK ? n - off : ALLREDUCE_CHUNK;
-        for (int r = 0; r < N; r++) {
-            const int64_t lo = c * r / N, hi = c * (r + 1) / N;
-            d->counts[r] = (int)(hi - lo);
-            d->displs[r] = (int)lo;
-        }
-        prnn_status s = mpi_ok(
-            MPI_Reduce_scatter(buf + off, d->share, d->counts, MPI_FLOAT, MPI_SUM, d->comm));
-        if (s != PRNN_OK) return s;
-        const int mine = d->counts[d->rank];
-        for (int i = 0; i < mine; i++)
-            d->share[i] /= (float)N;
-        s = mpi_ok(MPI_Allgatherv(d->share, mine, MPI_FLOAT, buf + off, d->counts, d->displs,
-                                  MPI_FLOAT, d->comm));
+    /* The buckets of prnn_dist_grad, one at a time: the same sums. */
+    dist_bucket *b = &d->bk;
+    for (int64_t off = 0; off < n; off += BUCKET_MAX) {
+        b->off = off;
+        b->count = n - off < BUCKET_MAX ? n - off : BUCKET_MAX;
+        b->scatter = 0;
+        int busy = 0;
+        prnn_status s = bucket_start(d, b, buf, n, d->comm);
+        if (s == PRNN_OK) s = bucket_poll(d, b, buf, d->comm, 1, &busy);
+        b->phase = BK_IDLE;
         if (s != PRNN_OK) return s;
     }
     return PRNN_OK;
+}
+
+prnn_status prnn_dist_allgather_shards(prnn_dist *d, float *buf, int64_t n)
+{
+    if (!d || (!buf && n > 0)) return PRNN_ERR_NULL_POINTER;
+    if (n < 0) return PRNN_ERR_INVALID_SIZE;
+    const int N = d->size;
+    if (n == 0 || N == 1) return PRNN_OK;
+    int64_t *lo = malloc((size_t)N * 2 * sizeof(int64_t));
+    MPI_Request *req = malloc((size_t)N * sizeof(MPI_Request));
+    prnn_status s = lo && req ? PRNN_OK : PRNN_ERR_OUT_OF_MEMORY;
+    int64_t *hi = lo ? lo + N : NULL;
+    for (int r = 0; r < N && s == PRNN_OK; r++) prnn_dist_shard(d, n, r, &lo[r], &hi[r]);
+    if (s == PRNN_OK && d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        s = prnn_dist_nccl_broadcast_owners(d->ctx, d->nccl, buf, lo, hi, N);
+#else
+        s = PRNN_ERR_UNSUPPORTED;
+#endif
+    } else if (s == PRNN_OK) {
+        /* Every owner broadcasts its shard, BUCKET_MAX elements per round. */
+        for (int64_t k = 0; s == PRNN_OK && k < hi[0] - lo[0]; k += BUCKET_MAX) {
+            for (int r = 0; r < N; r++) {
+                const int64_t a = lo[r] + k, e = a + BUCKET_MAX < hi[r] ? a + BUCKET_MAX : hi[r];
+                req[r] = MPI_REQUEST_NULL;
+                if (e > a && s == PRNN_OK)
+                    s = mpi_ok(MPI_Ibcast(buf + a, (int)(e - a), MPI_FLOAT, r, d->comm, &req[r]));
+            }
+            const prnn_status w = mpi_ok(MPI_Waitall(N, req, MPI_STATUSES_IGNORE));
+            if (s == PRNN_OK) s = w;
+        }
+    }
+    free(lo);
+    free(req);
+    return s;
+}
+
+prnn_status prnn_dist_gather_shards_host(prnn_dist *d, float *buf, int64_t n, int root)
+{
+    if (!d || (!buf && n > 0)) return PRNN_ERR_NULL_POINTER;
+    if (n < 0) return PRNN_ERR_INVALID_SIZE;
+    if (root < 0 || root >= d->size) return PRNN_ERR_INVALID_ARGUMENT;
+    prnn_status s = PRNN_OK;
+    for (int r = 0; r < d->size && s == PRNN_OK; r++) {
+        if (r == root || (d->rank != root && d->rank != r)) continue;
+        int64_t lo, hi;
+        prnn_dist_shard(d, n, r, &lo, &hi);
+        for (int64_t a = lo; a < hi && s == PRNN_OK; a += BUCKET_MAX) {
+            const int c = (int)(hi - a < BUCKET_MAX ? hi - a : BUCKET_MAX);
+            s = mpi_ok(d->rank == root
+                           ? MPI_Recv(buf + a, c, MPI_FLOAT, r, 0, d->comm, MPI_STATUS_IGNORE)
+                           : MPI_Send(buf + a, c, MPI_FLOAT, root, 0, d->comm));
+        }
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Data parallel: the bucketed average                                      */
+
+struct prnn_dist_grad {
+    prnn_dist *d;
+    float *buf;
+    int64_t n, bucket;
+    int scatter;
+    int open;             /* between begin and finish */
+    int64_t made_ready;   /* elements made ready since begin */
+    int64_t pend_off, pend_count; /* the bucket being filled */
+    /* Buckets of this step, in the order they started; the CPU keeps each
+     * one's scratch from step to step (the same layout comes back). */
+    dist_bucket *bk;
+    int nb, cap, polled;  /* polled: buckets before it are through their exchange */
+    int64_t *lo, *hi;     /* (N) CUDA scatter: a bucket's owner parts */
+    MPI_Comm xchg, gath;  /* CPU: one communicator per phase, so that each
+                             sees its collectives in bucket order on every
+                             rank whenever a rank notices a finished exchange */
+};
+
+prnn_status prnn_dist_grad_init(prnn_dist_grad **out, prnn_dist *d, float *buf, int64_t n,
+                                prnn_dist_grad_mode mode, int64_t bucket_elems)
+{
+    if (!out || !d || (!buf && n > 0)) return PRNN_ERR_NULL_POINTER;
+    *out = NULL;
+    if (n < 0) return PRNN_ERR_INVALID_SIZE;
+    if (mode != PRNN_DIST_GRAD_MEAN && mode != PRNN_DIST_GRAD_SCATTER)
+        return PRNN_ERR_INVALID_ARGUMENT;
+    const int cuda = d->ctx->device == PRNN_DEVICE_CUDA;
+#ifndef PRNN_DIST_NCCL
+    if (cuda) return PRNN_ERR_UNSUPPORTED;
+#endif
+    prnn_dist_grad *g = calloc(1, sizeof *g);
+    if (!g) return PRNN_ERR_OUT_OF_MEMORY;
+    g->d = d;
+    g->buf = buf;
+    g->n = n;
+    g->bucket = bucket_elems > 0 ? bucket_elems : BUCKET_DEFAULT;
+    if (g->bucket > BUCKET_MAX) g->bucket = BUCKET_MAX;
+    g->scatter = mode == PRNN_DIST_GRAD_SCATTER;
+    g->xchg = g->gath = MPI_COMM_NULL;
+    g->lo = malloc((size_t)d->size * 2 * sizeof(int64_t));
+    prnn_status s = g->lo ? PRNN_OK : PRNN_ERR_OUT_OF_MEMORY;
+    g->hi = g->lo ? g->lo + d->size : NULL;
+    if (!cuda) {
+        /* Collective: every rank dups, even one that ran out of memory. */
+        const prnn_status a = mpi_ok(MPI_Comm_dup(d->comm, &g->xchg));
+        const prnn_status b = mpi_ok(MPI_Comm_dup(d->comm, &g->gath));
+        if (s == PRNN_OK) s = a != PRNN_OK ? a : b;
+    }
+    if (s != PRNN_OK) {
+        prnn_dist_grad_free(g);
+        return s;
+    }
+    *out = g;
+    return PRNN_OK;
+}
+
+void prnn_dist_grad_free(prnn_dist_grad *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->cap; i++) {
+        free(g->bk[i].cnt);
+        free(g->bk[i].tmp);
+    }
+    free(g->bk);
+    free(g->lo);
+    if (g->xchg != MPI_COMM_NULL) MPI_Comm_free(&g->xchg);
+    if (g->gath != MPI_COMM_NULL) MPI_Comm_free(&g->gath);
+    free(g);
+}
+
+int prnn_dist_grad_buckets(const prnn_dist_grad *g) { return g ? g->nb : 0; }
+
+prnn_status prnn_dist_grad_begin(prnn_dist_grad *g)
+{
+    if (!g) return PRNN_ERR_NULL_POINTER;
+    if (g->open) return PRNN_ERR_INVALID_ARGUMENT; /* no finish for the last begin */
+    g->open = 1;
+    g->made_ready = 0;
+    g->pend_count = 0;
+    g->nb = 0;
+    g->polled = 0;
+    return PRNN_OK;
+}
+
+/* CPU: moves the started buckets on (wait = 1: to their end). Gathers
+ * start in bucket order: the walk stops at the first bucket still in its
+ * exchange, and `polled` remembers where that was. */
+static prnn_status grad_progress(prnn_dist_grad *g, int wait)
+{
+    prnn_status s = PRNN_OK;
+    for (int i = wait ? 0 : g->polled; i < g->nb; i++) {
+        int busy = 0;
+        const prnn_status e = bucket_poll(g->d, &g->bk[i], g->buf, g->gath, wait, &busy);
+        if (s == PRNN_OK) s = e;
+        if (g->bk[i].phase == BK_EXCHANGE) break;
+        if (i >= g->polled) g->polled = i + 1;
+    }
+    return s;
+}
+
+/* Starts the averaging of elements [off, off + count) as one bucket. */
+static prnn_status grad_launch(prnn_dist_grad *g, int64_t off, int64_t count)
+{
+    prnn_dist *d = g->d;
+    if (g->nb == g->cap) {
+        const int cap = g->cap ? 2 * g->cap : 16;
+        dist_bucket *p = realloc(g->bk, (size_t)cap * sizeof *p);
+        if (!p) return PRNN_ERR_OUT_OF_MEMORY;
+        memset(p + g->cap, 0, (size_t)(cap - g->cap) * sizeof *p);
+        g->bk = p;
+        g->cap = cap;
+    }
+    dist_bucket *b = &g->bk[g->nb++];
+    b->off = off;
+    b->count = count;
+    b->scatter = g->scatter;
+    b->phase = BK_IDLE;
+    if (d->size == 1) return PRNN_OK; /* x / 1 is x */
+    if (d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        prnn_status s = prnn_dist_cuda_side_waits(d->ctx, d->side, d->ev_main);
+        if (s != PRNN_OK) return s;
+        if (!g->scatter)
+            return prnn_dist_nccl_allreduce_mean(d->ctx, d->nccl, g->buf + off, count, d->size,
+                                                 d->side);
+        for (int r = 0; r < d->size; r++) {
+            int64_t lo, hi;
+            bucket_part(d, b, g->n, r, &lo, &hi);
+            g->lo[r] = lo, g->hi[r] = hi;
+        }
+        return prnn_dist_nccl_reduce_owners(d->ctx, d->nccl, g->buf + off, g->lo, g->hi, d->size,
+                                            d->rank, d->side);
+#else
+        return PRNN_ERR_UNSUPPORTED;
+#endif
+    }
+    prnn_status s = bucket_start(d, b, g->buf, g->n, g->xchg);
+    if (s != PRNN_OK) b->phase = BK_IDLE;
+    return s;
+}
+
+/* Starts the filled bucket, in pieces of at most BUCKET_MAX. */
+static prnn_status grad_flush(prnn_dist_grad *g)
+{
+    prnn_status s = PRNN_OK;
+    while (g->pend_count > 0 && s == PRNN_OK) {
+        const int64_t c = g->pend_count < BUCKET_MAX ? g->pend_count : BUCKET_MAX;
+        s = grad_launch(g, g->pend_off, c);
+        g->pend_off += c;
+        g->pend_count -= c;
+    }
+    g->pend_count = 0;
+    return s;
+}
+
+prnn_status prnn_dist_grad_ready(prnn_dist_grad *g, int64_t offset, int64_t count)
+{
+    if (!g) return PRNN_ERR_NULL_POINTER;
+    if (!g->open) return PRNN_ERR_INVALID_ARGUMENT;
+    if (offset < 0 || count < 0 || offset > g->n - count) return PRNN_ERR_INVALID_SIZE;
+    if (count == 0) return PRNN_OK;
+    g->made_ready += count;
+    prnn_status s = PRNN_OK;
+    if (g->pend_count > 0 && offset + count == g->pend_off) { /* grows downwards */
+        g->pend_off = offset;
+        g->pend_count += count;
+    } else if (g->pend_count > 0 && offset == g->pend_off + g->pend_count) { /* upwards */
+        g->pend_count += count;
+    } else {
+        s = grad_flush(g);
+        g->pend_off = offset;
+        g->pend_count = count;
+    }
+    if (s == PRNN_OK && g->pend_count >= g->bucket) s = grad_flush(g);
+    if (s == PRNN_OK && g->d->ctx->device != PRNN_DEVICE_CUDA) s = grad_progress(g, 0);
+    return s;
+}
+
+prnn_status prnn_dist_grad_hook(void *g, int64_t offset, int64_t count)
+{
+    return prnn_dist_grad_ready((prnn_dist_grad *)g, offset, count);
+}
+
+prnn_status prnn_dist_grad_finish(prnn_dist_grad *g)
+{
+    if (!g) return PRNN_ERR_NULL_POINTER;
+    if (!g->open) return PRNN_ERR_INVALID_ARGUMENT;
+    prnn_status s = grad_flush(g);
+    prnn_dist *d = g->d;
+    if (d->size > 1 && d->ctx->device == PRNN_DEVICE_CUDA) {
+#ifdef PRNN_DIST_NCCL
+        const prnn_status w = prnn_dist_cuda_main_waits(d->ctx, d->side, d->ev_side);
+        if (s == PRNN_OK) s = w;
+#endif
+    } else if (d->size > 1) {
+        const prnn_status w = grad_progress(g, 1);
+        if (s == PRNN_OK) s = w;
+    }
+    g->open = 0;
+    if (s == PRNN_OK && g->made_ready != g->n) s = PRNN_ERR_INVALID_ARGUMENT;
+    return s;
 }
 
 prnn_status prnn_dist_allreduce_sum_host(prnn_dist *d, double *buf, int64_t n)

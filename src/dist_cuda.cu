@@ -341,11 +341,11 @@ prnn_status prnn_dist_nccl_allgather(prnn_ctx *ctx, void *comm, const float *sen
 }
 
 prnn_status prnn_dist_nccl_allreduce_mean(prnn_ctx *ctx, void *comm, float *buf, int64_t n,
-                                          int size)
+                                          int size, void *stream)
 {
     prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
     PRNN_CU(g.err);
-    cudaStream_t s = stream_of(ctx);
+    cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : stream_of(ctx);
     /* A ring or tree all-reduce sums each element once and sends the result
      * to every rank: identical bits everywhere. */
     prnn_status st = map_nccl(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum,
@@ -354,5 +354,105 @@ prnn_status prnn_dist_nccl_allreduce_mean(prnn_ctx *ctx, void *comm, float *buf,
     divide_kernel<<<grid_1d(n, 256) < 4096 ? grid_1d(n, 256) : 4096, 256, 0, s>>>(buf, n,
                                                                                  (float)size);
     PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Owners' parts (ZeRO-1) and the side stream                               */
+
+prnn_status prnn_dist_nccl_reduce_owners(prnn_ctx *ctx, void *comm, float *buf,
+                                         const int64_t *lo, const int64_t *hi, int N, int me,
+                                         void *stream)
+{
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    PRNN_CU(g.err);
+    cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : stream_of(ctx);
+    ncclComm_t c = static_cast<ncclComm_t>(comm);
+    /* One reduce per owner, in place at the root; the group lets NCCL run
+     * them as one operation. The group is closed even after a failure. */
+    ncclResult_t r = ncclGroupStart();
+    for (int k = 0; k < N && r == ncclSuccess; k++)
+        if (hi[k] > lo[k])
+            r = ncclReduce(buf + lo[k], buf + lo[k], (size_t)(hi[k] - lo[k]), ncclFloat, ncclSum,
+                           k, c, s);
+    const ncclResult_t e = ncclGroupEnd();
+    prnn_status st = map_nccl(r == ncclSuccess ? e : r);
+    if (st != PRNN_OK) return st;
+    const int64_t n = hi[me] - lo[me];
+    if (n <= 0) return PRNN_OK;
+    divide_kernel<<<grid_1d(n, 256) < 4096 ? grid_1d(n, 256) : 4096, 256, 0, s>>>(
+        buf + lo[me], n, (float)N);
+    PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
+prnn_status prnn_dist_nccl_broadcast_owners(prnn_ctx *ctx, void *comm, float *buf,
+                                            const int64_t *lo, const int64_t *hi, int N)
+{
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    PRNN_CU(g.err);
+    ncclComm_t c = static_cast<ncclComm_t>(comm);
+    ncclResult_t r = ncclGroupStart();
+    for (int k = 0; k < N && r == ncclSuccess; k++)
+        if (hi[k] > lo[k])
+            r = ncclBroadcast(buf + lo[k], buf + lo[k], (size_t)(hi[k] - lo[k]), ncclFloat, k, c,
+                              stream_of(ctx));
+    const ncclResult_t e = ncclGroupEnd();
+    return map_nccl(r == ncclSuccess ? e : r);
+}
+
+prnn_status prnn_dist_cuda_side_init(prnn_ctx *ctx, void **stream, void **ev_main,
+                                     void **ev_side)
+{
+    *stream = *ev_main = *ev_side = nullptr;
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    PRNN_CU(g.err);
+    cudaStream_t s = nullptr;
+    cudaEvent_t a = nullptr, b = nullptr;
+    /* Non-blocking: no implicit order with the legacy default stream. */
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&a, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&b, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        if (b) (void)cudaEventDestroy(b);
+        if (a) (void)cudaEventDestroy(a);
+        if (s) (void)cudaStreamDestroy(s);
+        return prnn_cuda::map_cuda_error(e);
+    }
+    *stream = s, *ev_main = a, *ev_side = b;
+    return PRNN_OK;
+}
+
+void prnn_dist_cuda_side_free(prnn_ctx *ctx, void *stream, void *ev_main, void *ev_side)
+{
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    if (g.err != cudaSuccess) return;
+    if (stream) {
+        (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+        (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+    }
+    if (ev_main) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev_main));
+    if (ev_side) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev_side));
+}
+
+/* A wait enqueued on a stream holds on to the event's latest record at the
+ * time of the call, so one event serves every bucket in turn. */
+prnn_status prnn_dist_cuda_side_waits(prnn_ctx *ctx, void *stream, void *ev_main)
+{
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    PRNN_CU(g.err);
+    cudaEvent_t ev = static_cast<cudaEvent_t>(ev_main);
+    PRNN_CU(cudaEventRecord(ev, stream_of(ctx)));
+    PRNN_CU(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), ev, 0));
+    return PRNN_OK;
+}
+
+prnn_status prnn_dist_cuda_main_waits(prnn_ctx *ctx, void *stream, void *ev_side)
+{
+    prnn_cuda::device_guard g(prnn_cuda_device_of(ctx));
+    PRNN_CU(g.err);
+    cudaEvent_t ev = static_cast<cudaEvent_t>(ev_side);
+    PRNN_CU(cudaEventRecord(ev, static_cast<cudaStream_t>(stream)));
+    PRNN_CU(cudaStreamWaitEvent(stream_of(ctx), ev, 0));
     return PRNN_OK;
 }

@@ -47,9 +47,33 @@ void prnn_dist_nccl_free(prnn_ctx *ctx, void *comm);
 /* recv (size * count) <- every rank's send (count), fp32. */
 prnn_status prnn_dist_nccl_allgather(prnn_ctx *ctx, void *comm, const float *send, float *recv,
                                      int64_t count);
-/* buf (n) <- sum over ranks / size, fp32, in place. */
+/* buf (n) <- sum over ranks / size, fp32, in place, on `stream` (a
+ * cudaStream_t; NULL: the context's). */
 prnn_status prnn_dist_nccl_allreduce_mean(prnn_ctx *ctx, void *comm, float *buf, int64_t n,
-                                          int size);
+                                          int size, void *stream);
+
+/* Owner r's part of buf, [lo[r], hi[r]) (N ranks), <- its sum over the
+ * ranks, each part reduced to its owner only (one group of ncclReduce); the
+ * calling rank `me` then divides its own part by N. Other parts keep their
+ * values. On `stream` (NULL: the context's). */
+prnn_status prnn_dist_nccl_reduce_owners(prnn_ctx *ctx, void *comm, float *buf,
+                                         const int64_t *lo, const int64_t *hi, int N, int me,
+                                         void *stream);
+
+/* Owner r's part of its buf, [lo[r], hi[r]), into every rank's buf (one
+ * group of ncclBroadcast), on the context's stream. */
+prnn_status prnn_dist_nccl_broadcast_owners(prnn_ctx *ctx, void *comm, float *buf,
+                                            const int64_t *lo, const int64_t *hi, int N);
+
+/* The side stream of bucketed collectives and its two events (stream
+ * order between it and the context's stream). */
+prnn_status prnn_dist_cuda_side_init(prnn_ctx *ctx, void **stream, void **ev_main,
+                                     void **ev_side);
+void prnn_dist_cuda_side_free(prnn_ctx *ctx, void *stream, void *ev_main, void *ev_side);
+/* The side stream waits for the work queued so far on the context's stream
+ * (through ev_main), or the other way round (through ev_side). */
+prnn_status prnn_dist_cuda_side_waits(prnn_ctx *ctx, void *stream, void *ev_main);
+prnn_status prnn_dist_cuda_main_waits(prnn_ctx *ctx, void *stream, void *ev_side);
 
 /* Chunks of the time axis the summary kernels split each row into, and the
  * fp32 scratch they need: 2 * B * chunks * H. */

@@ -36,6 +36,8 @@ struct prnn_model {
     int64_t state_floats;                        /* per batch row, per layer */
 
     void *params, *grads, *params_bf16;
+    prnn_model_grad_hook grad_hook; /* told of each finished slice of grads */
+    void *grad_hook_user;
 
     /* Activations for up to cap_n tokens. */
     int64_t cap_n;
@@ -478,6 +480,20 @@ static prnn_status norm_bwd(prnn_model *m, void *dx, const void *dy, const void 
 /* ------------------------------------------------------------------------ */
 /* Forward and backward                                                     */
 
+prnn_status prnn_model_set_grad_hook(prnn_model *m, prnn_model_grad_hook hook, void *user)
+{
+    if (!m) return PRNN_ERR_NULL_POINTER;
+    m->grad_hook = hook;
+    m->grad_hook_user = user;
+    return PRNN_OK;
+}
+
+/* Gradients [lo, hi) are final for this backward: their ops are queued. */
+static prnn_status grad_ready(prnn_model *m, int64_t lo, int64_t hi)
+{
+    return m->grad_hook ? m->grad_hook(m->grad_hook_user, lo, hi - lo) : PRNN_OK;
+}
+
 #define TRY(call)                                                              \
     do {                                                                       \
         prnn_status s_ = (call);                                               \
@@ -552,8 +568,10 @@ prnn_status prnn_model_backward(prnn_model *m, double dloss)
     void *nL = eptr(m, m->nx, L * N * E);
     TRY(prnn_linear_backward(ctx, m->dn, gptr(m, m->off_head_w), gptr(m, m->off_head_b),
                              m->dlogits, nL, wptr(m, m->off_head_w), N, E, c->vocab, dt));
+    TRY(grad_ready(m, m->off_head_w, m->nparams)); /* head.weight, head.bias */
     TRY(norm_bwd(m, m->dx, m->dn, eptr(m, m->x, L * N * E), aptr(m, m->mean, L * N),
                  aptr(m, m->rstd, L * N), m->off_normf_g, m->off_normf_b, N));
+    TRY(grad_ready(m, m->off_normf_g, m->off_head_w));
     for (int64_t l = L - 1; l >= 0; l--) {
         /* dx holds dL/dx_{l+1}: it flows to x_l unchanged (the residual) and
          * through dropout, the cell and the norm. */
@@ -568,9 +586,11 @@ prnn_status prnn_model_backward(prnn_model *m, double dloss)
                                    du, nl, wptr(m, m->off_cell[l]), act));
         TRY(norm_bwd(m, m->dt, m->dn, xl, aptr(m, m->mean, l * N), aptr(m, m->rstd, l * N),
                      m->off_norm_g[l], m->off_norm_b[l], N));
+        TRY(grad_ready(m, m->off_norm_g[l], m->off_cell[l] + m->cell_params)); /* norm, cell */
         TRY(prnn_add(ctx, m->dx, m->dx, m->dt, N * E, dt));
     }
     TRY(prnn_embedding_backward(ctx, gptr(m, m->off_embed), m->ids, m->dx, N, c->vocab, E, dt));
+    TRY(grad_ready(m, m->off_embed, m->off_norm_g[0]));
     return PRNN_OK;
 }
 

@@ -25,8 +25,12 @@
 struct train_dist {
     int rank, size, local_rank;
     int saved_stdout; /* ranks > 0: the real stdout while it points to /dev/null */
+    int overlap, zero1;
+    float *grads;     /* the model's gradient buffer (P) */
+    int64_t P;
 #ifdef PRNN_HAVE_DIST
     prnn_dist *dist;
+    prnn_dist_grad *avg; /* the bucketed average (overlap or zero1) */
 #endif
 };
 
@@ -112,6 +116,7 @@ void train_dist_close(train_dist *td, int rc)
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, rc);
     }
+    prnn_dist_grad_free(td->avg);
     prnn_dist_free(td->dist);
     (void)prnn_dist_mpi_stop();
 #else
@@ -164,12 +169,99 @@ uint64_t train_dist_seed(const train_dist *td, uint64_t seed)
     return z ^ (z >> 31);
 }
 
-prnn_status train_dist_average(train_dist *td, float *grads, int64_t P)
+int train_dist_grads(train_dist *td, prnn_model *m, int overlap, int zero1)
+{
+    if (!td) return 0;
+    td->grads = prnn_model_grads(m);
+    td->P = prnn_model_param_count(m);
+    td->overlap = overlap;
+    td->zero1 = zero1;
+#ifdef PRNN_HAVE_DIST
+    if (!td->dist) {
+        /* Not data parallel (train_dist_attach not called): nothing to average. */
+        td->overlap = td->zero1 = 0;
+        if (!zero1) return 0;
+        fprintf(stderr, "prnn train: --zero1 goes with data-parallel training only\n");
+        return 1;
+    }
+    if (!overlap && !zero1) return 0; /* prnn_dist_allreduce_mean after the backward */
+    prnn_status s = prnn_dist_grad_init(&td->avg, td->dist, td->grads, td->P,
+                                        zero1 ? PRNN_DIST_GRAD_SCATTER : PRNN_DIST_GRAD_MEAN, 0);
+    if (s == PRNN_OK && overlap) s = prnn_model_set_grad_hook(m, prnn_dist_grad_hook, td->avg);
+    if (s != PRNN_OK) {
+        fprintf(stderr, "prnn train: cannot set up the gradient average: %s\n", prnn_strerror(s));
+        return 1;
+    }
+    return 0;
+#else
+    (void)m;
+    return 1;
+#endif
+}
+
+void train_dist_shard(const train_dist *td, int64_t P, int64_t *lo, int64_t *hi)
+{
+    *lo = 0;
+    *hi = P;
+#ifdef PRNN_HAVE_DIST
+    if (td && td->zero1) prnn_dist_shard(td->dist, P, -1, lo, hi);
+#endif
+}
+
+int train_dist_sharded(const train_dist *td) { return td && td->zero1; }
+
+prnn_status train_dist_backward_begin(train_dist *td)
 {
 #ifdef PRNN_HAVE_DIST
-    if (td) return prnn_dist_allreduce_mean(td->dist, grads, P);
+    if (td && td->overlap) return prnn_dist_grad_begin(td->avg);
 #else
-    (void)td, (void)grads, (void)P;
+    (void)td;
+#endif
+    return PRNN_OK;
+}
+
+prnn_status train_dist_average(train_dist *td)
+{
+#ifdef PRNN_HAVE_DIST
+    if (!td) return PRNN_OK;
+    if (td->overlap) return prnn_dist_grad_finish(td->avg);
+    if (!td->zero1) return prnn_dist_allreduce_mean(td->dist, td->grads, td->P);
+    prnn_status s = prnn_dist_grad_begin(td->avg);
+    if (s == PRNN_OK) s = prnn_dist_grad_ready(td->avg, 0, td->P);
+    const prnn_status f = prnn_dist_grad_finish(td->avg);
+    return s != PRNN_OK ? s : f;
+#else
+    (void)td;
+    return PRNN_OK;
+#endif
+}
+
+prnn_status train_dist_sum(train_dist *td, double *v, int64_t n)
+{
+#ifdef PRNN_HAVE_DIST
+    if (td) return prnn_dist_allreduce_sum_host(td->dist, v, n);
+#else
+    (void)td, (void)v, (void)n;
+#endif
+    return PRNN_OK;
+}
+
+prnn_status train_dist_gather_params(train_dist *td, float *params, int64_t P)
+{
+#ifdef PRNN_HAVE_DIST
+    if (td && td->zero1) return prnn_dist_allgather_shards(td->dist, params, P);
+#else
+    (void)td, (void)params, (void)P;
+#endif
+    return PRNN_OK;
+}
+
+prnn_status train_dist_gather_host(train_dist *td, float *host, int64_t P)
+{
+#ifdef PRNN_HAVE_DIST
+    if (td && td->zero1) return prnn_dist_gather_shards_host(td->dist, host, P, 0);
+#else
+    (void)td, (void)host, (void)P;
 #endif
     return PRNN_OK;
 }

@@ -11,9 +11,22 @@
  * as one process at --batch B does, up to the summation order of the
  * average (and, with --dropout, the masks drawn: train_dist_seed). Every
  * rank then takes the same optimizer step on identical gradients; rank 0
- * alone prints, logs and writes checkpoints. The gradient average runs
- * after the backward (not overlapped with it), and every rank evaluates the
+ * alone prints, logs and writes checkpoints, and every rank evaluates the
  * same held-out batches.
+ *
+ * The gradient average overlaps the backward: each layer's gradients start
+ * averaging (prnn_dist_grad, in buckets of about 4 MiB) as soon as the
+ * model's backward has finished them, while the earlier layers' backward
+ * runs; --no-overlap averages the whole buffer after the backward instead,
+ * with the same result (the same bits on the CPU, prnn_dist.h).
+ *
+ * --zero1 shards the optimizer (ZeRO-1): a reduce-scatter leaves each rank
+ * the averaged gradients of its shard of the parameters (prnn_dist_shard),
+ * it clips them by the global norm (the shards' sums of squares summed over
+ * the ranks), takes the AdamW step on its shard with its shard of the
+ * moments, and an all-gather gives every rank the updated weights. Each
+ * rank keeps 1/N of the moments; checkpoints hold all of them (gathered on
+ * rank 0), so runs resume with or without --zero1 on any number of ranks.
  *
  * Without --dist the trainer passes NULL, and every function below is the
  * one-process answer (rows 0..B-1, share 1, no communication).
@@ -25,6 +38,7 @@
 
 #include "data.h"
 #include "prnn.h"
+#include "prnn_model.h"
 
 typedef struct train_dist train_dist;
 
@@ -65,8 +79,33 @@ double train_dist_loss_scale(const train_dist *td, double share);
  * same distribution, not the same bits.) */
 uint64_t train_dist_seed(const train_dist *td, uint64_t seed);
 
-/* Averages the gradient buffer (P) fp32 on the context's device. */
-prnn_status train_dist_average(train_dist *td, float *grads, int64_t P);
+/* Sets up the gradient average of the model's gradient buffer (P): with
+ * overlap, driven by the model's gradient hook during the backward; with
+ * zero1, each rank is left its shard only. Returns 0 or 1 after a
+ * message. */
+int train_dist_grads(train_dist *td, prnn_model *m, int overlap, int zero1);
+
+/* This rank's shard [*lo, *hi) of the optimizer over P parameters: all of
+ * them unless --zero1. */
+void train_dist_shard(const train_dist *td, int64_t P, int64_t *lo, int64_t *hi);
+
+/* 1 with --zero1 (the optimizer sharded). */
+int train_dist_sharded(const train_dist *td);
+
+/* Call before the backward (starts the overlapped average) and after it
+ * (finishes it, or averages the whole buffer now): then this rank's shard
+ * of the gradients holds their average over the ranks. */
+prnn_status train_dist_backward_begin(train_dist *td);
+prnn_status train_dist_average(train_dist *td);
+
+/* v (n) on the host <- its sum over the ranks (nothing without --dist). */
+prnn_status train_dist_sum(train_dist *td, double *v, int64_t n);
+
+/* --zero1: every rank's shard of its params (P), on the device, to every
+ * rank; host (P) on the host: every rank's shard to rank 0. No-ops
+ * otherwise. */
+prnn_status train_dist_gather_params(train_dist *td, float *params, int64_t P);
+prnn_status train_dist_gather_host(train_dist *td, float *host, int64_t P);
 
 /* End of a step: *loss becomes the global batch's mean loss (the sum of
  * the ranks' loss x share), and *stop is set on every rank if any rank

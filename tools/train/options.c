@@ -207,6 +207,17 @@ static const opt_spec specs[] = {
      "one process per GPU, each takes the GPU of its rank on the node): each trains on its "
      "share of the rows of every batch, so N processes at --batch B train as one does",
      "off"},
+    {"zero1", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(zero1), NULL,
+     "with --dist: shard the optimizer over the processes (ZeRO-1). Each keeps the AdamW "
+     "moments of its 1/N of the parameters and updates only those (after a reduce-scatter of "
+     "the gradients); the updated weights are then gathered. The same training up to "
+     "summation order; checkpoints hold the whole state, so a run resumes with or without "
+     "--zero1 and on any number of processes",
+     "off"},
+    {"no-overlap", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(no_overlap), NULL,
+     "with --dist: average the gradients in one pass after the backward instead of layer by "
+     "layer while it runs (for comparison; the same result)",
+     "off"},
     {"seq-parallel", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(seq_parallel), NULL,
      "with --dist: sequence parallel instead of data parallel. Every process takes all rows "
      "of each batch but only its own contiguous slice of the time axis (--seq-len split "
@@ -536,6 +547,12 @@ static int check_options(train_options *o, const char *cmd, char *err, size_t er
         if (o->warmup > o->steps) {
             return errf(err, errlen, "prnn %s: --warmup %lld is longer than --steps %lld", cmd,
                         (long long)o->warmup, (long long)o->steps);
+        }
+        if ((o->zero1 || o->no_overlap) && !o->dist) {
+            return errf(err, errlen,
+                        "prnn %s: --%s needs --dist (it is about the processes of an MPI job: "
+                        "mpirun -np N prnn train --dist --%s ...)",
+                        cmd, o->zero1 ? "zero1" : "no-overlap", o->zero1 ? "zero1" : "no-overlap");
         }
         if (o->seq_parallel && !o->dist) {
             return errf(err, errlen,

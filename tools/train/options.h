@@ -70,6 +70,8 @@ typedef struct train_options {
     prnn_device device;
     int64_t threads;  /* 0 = all cores */
     int dist;         /* data parallel over an MPI job's processes (dist.h) */
+    int zero1;        /* with dist: the optimizer state and step sharded (ZeRO-1) */
+    int no_overlap;   /* with dist: average the gradients after the backward */
     int seq_parallel; /* with dist: the time axis split instead (seqpar.h) */
     uint64_t seed;
     int64_t eval_interval; /* 0 = evaluate only at the end */

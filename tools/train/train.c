@@ -14,6 +14,11 @@
  * gradients (dist.h), or with --seq-parallel each row's time axis
  * (seqpar.h); rank 0 alone prints, logs and saves.
  *
+ * Data parallel (--dist): the gradient average runs while the backward does
+ * (dist.h); with --zero1 each process keeps the moments of its shard of the
+ * parameters [lo, hi) and steps only those, and checkpoints hold all
+ * moments, gathered on rank 0.
+ *
  * Size letters: B batch rows, T steps per row, V vocabulary (256 bytes).
  */
 #include <errno.h>
@@ -334,7 +339,8 @@ typedef struct trainer {
     prnn_ctx *copy;     /* uploads (the same as ctx on the CPU) */
     prnn_model *model;
     int64_t P;
-    float *m, *v;       /* (P) AdamW moments on the device */
+    int64_t lo, hi;     /* this process's shard of the optimizer: [0, P) unless --zero1 */
+    float *m, *v;       /* (hi - lo) AdamW moments on the device */
     float *d_loss, *d_sumsq;
     int32_t *pin[2][2]; /* [slot][x, y] page-locked host batches */
     dev_batch dev[2];
@@ -362,9 +368,21 @@ static int save_checkpoint(trainer *t)
         fprintf(stderr, "prnn train: out of memory writing a checkpoint\n");
         return 1;
     }
-    PCHECK("reading the weights", prnn_mem_download(ctx, host, prnn_model_params(t->model), (size_t)P * 4));
-    PCHECK("reading the optimizer", prnn_mem_download(ctx, host + P, t->m, (size_t)P * 4));
-    PCHECK("reading the optimizer", prnn_mem_download(ctx, host + 2 * P, t->v, (size_t)P * 4));
+    /* With --zero1 every process calls this: its shard of the moments goes
+     * to rank 0, which writes the whole state. */
+    const size_t sb = (size_t)(t->hi - t->lo) * 4;
+    if (train_dist_lead(t->dist))
+        PCHECK("reading the weights", prnn_mem_download(ctx, host, prnn_model_params(t->model), (size_t)P * 4));
+    if (sb > 0) {
+        PCHECK("reading the optimizer", prnn_mem_download(ctx, host + P + t->lo, t->m, sb));
+        PCHECK("reading the optimizer", prnn_mem_download(ctx, host + 2 * P + t->lo, t->v, sb));
+    }
+    PCHECK("gathering the optimizer", train_dist_gather_host(t->dist, host + P, P));
+    PCHECK("gathering the optimizer", train_dist_gather_host(t->dist, host + 2 * P, P));
+    if (!train_dist_lead(t->dist)) {
+        rc = 0;
+        goto done;
+    }
     tens = model_tensors(t->model, host, &nt);
     char b[32];
     snprintf(b, sizeof b, "%lld", (long long)t->st.step);
@@ -417,8 +435,10 @@ static int resume(trainer *t)
         goto done;
     }
     if (load_weights(t->ctx, t->model, &f) != 0) goto done;
-    if (prnn_mem_upload(t->ctx, t->m, s.m, (size_t)t->P * 4) != PRNN_OK ||
-        prnn_mem_upload(t->ctx, t->v, s.v, (size_t)t->P * 4) != PRNN_OK ||
+    /* The state holds all moments; a process takes its shard. */
+    const size_t sb = (size_t)(t->hi - t->lo) * 4;
+    if ((sb > 0 && prnn_mem_upload(t->ctx, t->m, s.m + t->lo, sb) != PRNN_OK) ||
+        (sb > 0 && prnn_mem_upload(t->ctx, t->v, s.v + t->lo, sb) != PRNN_OK) ||
         prnn_ctx_synchronize(t->ctx) != PRNN_OK) {
         fprintf(stderr, "prnn train: cannot upload the optimizer state\n");
         goto done;
@@ -455,28 +475,59 @@ static int stage_batch(trainer *t, train_batch *hb, int k)
     return 0;
 }
 
-/* One optimizer step over the model's tensors, decay on matrices only. */
+/* One optimizer step over the model's tensors, decay on matrices only: the
+ * parts of them in this process's shard [lo, hi) (a shard boundary may cut
+ * a tensor; each element keeps its tensor's decay). With --zero1 the bf16
+ * copy is refreshed after the weights are gathered. */
 static prnn_status adamw(trainer *t, double lr)
 {
     prnn_model *m = t->model;
     float *p = prnn_model_params(m), *g = prnn_model_grads(m);
-    unsigned char *p16 = prnn_model_params_bf16(m);
+    unsigned char *p16 = train_dist_sharded(t->dist) ? NULL : prnn_model_params_bf16(m);
     const int nt = prnn_model_tensor_count(m);
     for (int i = 0; i < nt; i++) {
         prnn_tensor_info info;
         prnn_model_tensor(m, i, &info);
+        const int64_t a = info.offset > t->lo ? info.offset : t->lo;
+        const int64_t b = info.offset + info.count < t->hi ? info.offset + info.count : t->hi;
+        if (a >= b) continue;
         prnn_adamw_config c = prnn_adamw_config_default();
         c.lr = lr;
         c.beta1 = 0.9;
         c.beta2 = 0.95;
         c.weight_decay = info.decay ? t->o.weight_decay : 0.0;
-        const int64_t o = info.offset;
-        prnn_status s = prnn_adamw_step(t->ctx, p + o, t->m + o, t->v + o,
-                                        p16 ? p16 + 2 * o : NULL, g + o, info.count,
-                                        t->st.step + 1, &c);
+        prnn_status s = prnn_adamw_step(t->ctx, p + a, t->m + (a - t->lo), t->v + (a - t->lo),
+                                        p16 ? p16 + 2 * a : NULL, g + a, b - a, t->st.step + 1,
+                                        &c);
         if (s != PRNN_OK) return s;
     }
     return PRNN_OK;
+}
+
+/* The global gradient norm and clipping. With --zero1 this process holds
+ * only its shard's averaged gradients: the norm is the root of the shards'
+ * sums of squares summed over the processes, and each clips its shard. */
+static prnn_status clip_grads(trainer *t, double *gnorm)
+{
+    float *g = prnn_model_grads(t->model);
+    if (!train_dist_sharded(t->dist)) {
+        double sumsq = 0;
+        prnn_status s = prnn_grad_sumsq(t->ctx, t->d_sumsq, &sumsq, g, t->P);
+        *gnorm = sqrt(sumsq);
+        if (s == PRNN_OK && t->o.grad_clip > 0 && *gnorm > t->o.grad_clip)
+            s = prnn_grad_clip(t->ctx, g, t->d_sumsq, t->P, t->o.grad_clip);
+        return s;
+    }
+    const int64_t n = t->hi - t->lo;
+    double sumsq = 0;
+    prnn_status s = n > 0 ? prnn_grad_sumsq(t->ctx, NULL, &sumsq, g + t->lo, n) : PRNN_OK;
+    if (s == PRNN_OK) s = train_dist_sum(t->dist, &sumsq, 1);
+    *gnorm = sqrt(sumsq);
+    if (s != PRNN_OK || !(t->o.grad_clip > 0 && *gnorm > t->o.grad_clip) || n == 0) return s;
+    const float total = (float)sumsq;
+    s = prnn_mem_upload(t->ctx, t->d_sumsq, &total, sizeof total);
+    if (s == PRNN_OK) s = prnn_grad_clip(t->ctx, g + t->lo, t->d_sumsq, n, t->o.grad_clip);
+    return s;
 }
 
 static void print_config(const trainer *t)
@@ -496,6 +547,18 @@ static void print_config(const trainer *t)
     if (prnn_cell_act_bytes(&cd, o->batch, o->seq_len, &act) == PRNN_OK)
         printf("  memory  %.1f MiB of saved cell activations per layer%s\n",
                (double)act / (1 << 20), o->recompute > 1 ? " (recompute on)" : "");
+    const double mib = 8.0 / (1 << 20); /* two fp32 moments per parameter */
+    if (train_dist_sharded(t->dist))
+        printf("  optim   AdamW moments %.2f MiB per process (ZeRO-1: this one holds %lld of the "
+               "%lld parameters' moments; %.1f MiB unsharded)\n",
+               (double)(t->hi - t->lo) * mib, (long long)(t->hi - t->lo), (long long)t->P,
+               (double)t->P * mib);
+    else
+        printf("  optim   AdamW moments %.2f MiB per process\n", (double)t->P * mib);
+    if (o->dist)
+        printf("  dist    gradients averaged %s\n",
+               o->no_overlap ? "after the backward (--no-overlap)"
+                             : "while the backward runs, in buckets of up to 4 MiB as layers finish");
     printf("  device  %s, %s, seed %llu; chance loss %.4f nats\n",
            o->device == PRNN_DEVICE_CUDA ? "cuda" : "cpu",
            o->dtype == PRNN_DTYPE_BF16 ? "bf16 (fp32 master weights)" : "fp32",
@@ -537,12 +600,15 @@ int train_cmd_train(int argc, char **argv)
     prnn_model_config mc = model_config(o);
     PCHECK("building the model", prnn_model_init(t->ctx, &t->model, &mc));
     t->P = prnn_model_param_count(t->model);
+    if (train_dist_grads(t->dist, t->model, !o->no_overlap, o->zero1) != 0) goto done;
+    train_dist_shard(t->dist, t->P, &t->lo, &t->hi);
     if (o->seq_parallel && train_seq_attach(&t->seq, t->ctx, t->model, B, T) != 0) goto done;
 
-    PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->m, (size_t)t->P * 4));
-    PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->v, (size_t)t->P * 4));
-    PCHECK("allocating", prnn_mem_zero(t->ctx, t->m, (size_t)t->P * 4));
-    PCHECK("allocating", prnn_mem_zero(t->ctx, t->v, (size_t)t->P * 4));
+    const size_t mbytes = (size_t)(t->hi > t->lo ? t->hi - t->lo : 1) * 4;
+    PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->m, mbytes));
+    PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->v, mbytes));
+    PCHECK("allocating", prnn_mem_zero(t->ctx, t->m, mbytes));
+    PCHECK("allocating", prnn_mem_zero(t->ctx, t->v, mbytes));
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->d_loss, 8));
     PCHECK("allocating", prnn_mem_alloc(t->ctx, (void **)&t->d_sumsq, 8));
     const size_t bbytes = (size_t)(B * train_seq_steps(t->seq, T)) * sizeof(int32_t);
@@ -615,9 +681,10 @@ int train_cmd_train(int argc, char **argv)
         const int64_t Tl = train_seq_steps(t->seq, T);
         PCHECK("forward", prnn_model_forward(m, t->rows, Tl, t->d_loss, t->dev[k].x, t->dev[k].y, 1, drop_seed));
         PHASE(1);
+        PCHECK("averaging gradients", train_dist_backward_begin(t->dist));
         PCHECK("backward", prnn_model_backward(m, t->seq ? 1.0 : train_dist_loss_scale(t->dist, t->share[k])));
         if (t->seq) PCHECK("summing gradients", train_seq_reduce(t->seq));
-        else PCHECK("averaging gradients", train_dist_average(t->dist, prnn_model_grads(m), t->P));
+        else PCHECK("averaging gradients", train_dist_average(t->dist));
         PHASE(2);
 
         /* While the GPU works: the next batch, into the other slot. */
@@ -626,12 +693,13 @@ int train_cmd_train(int argc, char **argv)
             if (stage_batch(t, &hb, k ^ 1) != 0) goto done;
         }
 
-        double sumsq = 0;
-        PCHECK("gradient norm", prnn_grad_sumsq(t->ctx, t->d_sumsq, &sumsq, prnn_model_grads(m), t->P));
-        const double gnorm = sqrt(sumsq);
-        if (o->grad_clip > 0 && gnorm > o->grad_clip)
-            PCHECK("clipping", prnn_grad_clip(t->ctx, prnn_model_grads(m), t->d_sumsq, t->P, o->grad_clip));
+        double gnorm = 0;
+        PCHECK("gradient norm and clipping", clip_grads(t, &gnorm));
         PCHECK("optimizer", adamw(t, lr));
+        if (train_dist_sharded(t->dist)) {
+            PCHECK("gathering the weights", train_dist_gather_params(t->dist, prnn_model_params(m), t->P));
+            PCHECK("converting the weights", prnn_model_params_changed(m));
+        }
         PHASE(3);
         float loss = 0;
         PCHECK("reading the loss", prnn_mem_download(t->ctx, &loss, t->d_loss, sizeof loss));
@@ -680,13 +748,14 @@ int train_cmd_train(int argc, char **argv)
                 goto done;
             }
         }
-        if (lead && ((o->ckpt_interval && t->st.step % o->ckpt_interval == 0) || last)) {
+        if ((lead || train_dist_sharded(t->dist)) &&
+            ((o->ckpt_interval && t->st.step % o->ckpt_interval == 0) || last)) {
             train_sampler cur = t->st.sampler;
             t->st.sampler = sampler_after;
             const int r = save_checkpoint(t);
             t->st.sampler = cur;
             if (r != 0) goto done;
-            printf("saved %s at step %lld\n", o->model_path, (long long)t->st.step);
+            if (lead) printf("saved %s at step %lld\n", o->model_path, (long long)t->st.step);
         }
         if (g_stop) {
             printf("stopped after step %lld; continue with --resume\n", (long long)t->st.step);
