@@ -13,7 +13,14 @@
  *   5. data parallel: the model's gradient from rows split over the ranks,
  *      weighted by their scored tokens, equals the whole batch's gradient;
  *   6. `prnn train --dist` at global batch B equals `prnn train` in one
- *      process at batch B: losses and weights.
+ *      process at batch B: losses and weights;
+ *   7. the bucketed average (prnn_dist_grad) against the one-pass mean:
+ *      the same bits, on slices of any order and size and on the model's
+ *      gradient hook; each rank's shard (ZeRO-1), the shard gathers; misuse;
+ *   8. `prnn train --dist` with the average overlapped or not (the same
+ *      bits), with --zero1 or not (fp32 tolerance), checkpoints of either
+ *      resumed by the other and on another process count against an
+ *      uninterrupted run, and options that need --dist (exit 2).
  *
  * Every rank draws the same global problem from the seed rank 0 prints
  * (PRNN_TEST_SEED repeats a run). Each check is made on every rank and
@@ -574,11 +581,370 @@ static void check_trainer(void)
         dcheck(ok, err_w, "%s: exit %d and %d, losses of 5 steps agree (rel err %.1e, tol "
                "1e-4), weights (abs err, tol 1e-5)", runs[k].what, rc1, rc2, err_loss);
     }
+}
+
+/* The runs' directory goes when everything passed. */
+static void remove_runs(void)
+{
     MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0 && tu_failed == 0) {
+    if (g_rank == 0 && g_dir[0] && tu_failed == 0) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 7. The bucketed average                                                  */
+
+/* Rank r's value at i: a hash of (seed, r, i) in about +-2^9 with 24
+ * significant bits and scattered exponents, so sums round and their order
+ * shows in the bits. */
+static float grad_value(uint64_t seed, int r, int64_t i)
+{
+    uint64_t z = seed ^ ((uint64_t)(r + 1) << 48) ^ (uint64_t)i;
+    z = (z ^ (z >> 31)) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    const double m = (double)(z >> 40) / (double)(1 << 24) - 0.5; /* 24 bits */
+    return (float)ldexp(m, (int)((z >> 8) % 20) - 9);
+}
+
+/* Feeds [0, n) to g as slices: from the end backwards (as a backward
+ * finishes layers) with lengths drawn in [1, maxlen], or in a scrambled
+ * order of fixed pieces. The same slices on every rank (shared seed). */
+static prnn_status feed(prnn_dist_grad *g, int64_t n, int64_t maxlen, int scrambled)
+{
+    prnn_status s = PRNN_OK;
+    if (!scrambled) {
+        for (int64_t hi = n; hi > 0 && s == PRNN_OK;) {
+            int64_t c = 1 + (int64_t)tu_uniform(0, (double)maxlen);
+            if (c > hi) c = hi;
+            s = prnn_dist_grad_ready(g, hi - c, c);
+            hi -= c;
+        }
+        return s;
+    }
+    const int64_t pieces = (n + maxlen - 1) / maxlen;
+    int64_t *order = tu_malloc((size_t)pieces * sizeof(int64_t));
+    for (int64_t k = 0; k < pieces; k++) order[k] = k;
+    for (int64_t k = pieces - 1; k > 0; k--) { /* Fisher-Yates */
+        const int64_t j = (int64_t)tu_uniform(0, (double)(k + 1)), t = order[k];
+        order[k] = order[j], order[j] = t;
+    }
+    for (int64_t k = 0; k < pieces && s == PRNN_OK; k++) {
+        const int64_t lo = order[k] * maxlen, hi = lo + maxlen < n ? lo + maxlen : n;
+        s = prnn_dist_grad_ready(g, lo, hi - lo);
+    }
+    free(order);
+    return s;
+}
+
+/* Entries of x and y (n) whose bits differ. */
+static int64_t bits_differ(const float *x, const float *y, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++) d += memcmp(&x[i], &y[i], 4) != 0;
+    return d;
+}
+
+static void check_bucketed(void)
+{
+    if (g_rank == 0) printf("\n== bucketed gradient average vs the one-pass mean ==\n");
+    const struct {
+        int64_t n, bucket, maxlen;
+        int scrambled;
+    } cases[] = {
+        {1, 0, 1, 0},             /* one element, fewer than the ranks */
+        {2, 1, 1, 0},             /* element-sized buckets */
+        {1000, 64, 37, 0},        /* many small buckets, slices merged */
+        {1000, 64, 100, 1},       /* slices out of order: buckets break */
+        {300007, 0, 50000, 0},    /* default buckets, large slices */
+        {((int64_t)1 << 24) + 3, (int64_t)1 << 24, (int64_t)1 << 25, 0}, /* past the cap */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t n = cases[k].n;
+        const uint64_t seed = tu_next();
+        float *ref = tu_malloc((size_t)n * 4), *got = tu_malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) ref[i] = got[i] = grad_value(seed, g_rank, i);
+        prnn_status st = prnn_dist_allreduce_mean(g_dist, ref, n);
+        for (int mode = 0; mode < 2; mode++) {
+            for (int64_t i = 0; i < n; i++) got[i] = grad_value(seed, g_rank, i);
+            prnn_dist_grad *g = NULL;
+            prnn_status s = prnn_dist_grad_init(&g, g_dist, got, n,
+                                                mode ? PRNN_DIST_GRAD_SCATTER : PRNN_DIST_GRAD_MEAN,
+                                                cases[k].bucket);
+            /* Two steps through the same object: its buckets are reused. */
+            for (int step = 0; step < 2 && s == PRNN_OK; step++) {
+                if (step)
+                    for (int64_t i = 0; i < n; i++) got[i] = grad_value(seed, g_rank, i);
+                s = prnn_dist_grad_begin(g);
+                if (s == PRNN_OK) s = feed(g, n, cases[k].maxlen, cases[k].scrambled);
+                const prnn_status f = prnn_dist_grad_finish(g);
+                if (s == PRNN_OK) s = f;
+            }
+            int64_t lo = 0, hi = n;
+            if (mode) prnn_dist_shard(g_dist, n, -1, &lo, &hi);
+            const int64_t wrong = bits_differ(got + lo, ref + lo, hi - lo);
+            const int same = mode || same_everywhere(hash_bytes(got, (size_t)n * 4));
+            dcheck(st == PRNN_OK && s == PRNN_OK && wrong == 0 && same, (double)wrong,
+                   "%s, n=%lld, bucket %lld, slices up to %lld%s, %d buckets: bits of the one-pass "
+                   "mean (differing entries counted)%s",
+                   mode ? "scatter (each rank its shard)" : "mean", (long long)n,
+                   (long long)cases[k].bucket, (long long)cases[k].maxlen,
+                   cases[k].scrambled ? " out of order" : "", prnn_dist_grad_buckets(g),
+                   mode ? "" : ", identical on every rank");
+            prnn_dist_grad_free(g);
+        }
+        free(ref), free(got);
+    }
+
+    /* Shards cover the buffer in rank order; the gathers. */
+    const int64_t sizes[] = {1, (int64_t)g_size + 1, 1000003};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        int64_t covered = 0, ok = 1;
+        for (int r = 0; r < g_size; r++) {
+            int64_t lo, hi;
+            prnn_dist_shard(g_dist, n, r, &lo, &hi);
+            ok &= lo == covered && hi >= lo;
+            covered = hi;
+        }
+        ok &= covered == n;
+        const uint64_t seed = tu_next();
+        float *x = tu_malloc((size_t)n * 4), *h = tu_malloc((size_t)n * 4);
+        int64_t mlo, mhi;
+        prnn_dist_shard(g_dist, n, -1, &mlo, &mhi);
+        for (int64_t i = 0; i < n; i++) /* mine where I own it, junk elsewhere */
+            x[i] = h[i] = i >= mlo && i < mhi ? grad_value(seed, 0, i) : -1.f;
+        prnn_status s = prnn_dist_allgather_shards(g_dist, x, n);
+        if (s == PRNN_OK) s = prnn_dist_gather_shards_host(g_dist, h, n, g_size - 1);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+            wrong += x[i] != grad_value(seed, 0, i);
+            if (g_rank == g_size - 1) wrong += h[i] != grad_value(seed, 0, i);
+        }
+        dcheck(ok && s == PRNN_OK && wrong == 0, (double)wrong,
+               "n=%lld: shards tile the buffer in rank order; all-gather of the shards and "
+               "gather to the last rank exact", (long long)n);
+        free(x), free(h);
+    }
+
+    /* Misuse: every rank makes the same mistake, so none waits. */
+    float buf[8] = {0};
+    prnn_dist_grad *g = NULL;
+    prnn_status s = prnn_dist_grad_init(&g, g_dist, buf, 8, PRNN_DIST_GRAD_MEAN, 0);
+    const prnn_status early = prnn_dist_grad_ready(g, 0, 8);
+    prnn_status out = PRNN_OK, missing = PRNN_OK, twice = PRNN_OK;
+    if (s == PRNN_OK) s = prnn_dist_grad_begin(g);
+    if (s == PRNN_OK) twice = prnn_dist_grad_begin(g);
+    if (s == PRNN_OK) out = prnn_dist_grad_ready(g, 4, 5);
+    if (s == PRNN_OK) s = prnn_dist_grad_ready(g, 0, 4);
+    if (s == PRNN_OK) missing = prnn_dist_grad_finish(g);
+    dcheck(s == PRNN_OK && early == PRNN_ERR_INVALID_ARGUMENT &&
+               twice == PRNN_ERR_INVALID_ARGUMENT && out == PRNN_ERR_INVALID_SIZE &&
+               missing == PRNN_ERR_INVALID_ARGUMENT,
+           0, "misuse: ready before begin -> %s, begin twice -> %s, slice past the end -> %s, "
+              "finish with elements never ready -> %s", prnn_strerror(early),
+           prnn_strerror(twice), prnn_strerror(out), prnn_strerror(missing));
+    prnn_dist_grad_free(g);
+}
+
+/* The model's gradient hook drives the average during the backward: the
+ * same bits as averaging after it. */
+static void check_model_hook(void)
+{
+    if (g_rank == 0) printf("\n== model gradient hook: averaged during the backward ==\n");
+    const prnn_norm_type norms[] = {PRNN_NORM_RMS, PRNN_NORM_LAYER};
+    for (int k = 0; k < 2; k++) {
+        const int64_t B = 3, T = 9;
+        prnn_model_config mc = prnn_model_config_default();
+        mc.dim = 24;
+        mc.layers = 3;
+        mc.norm = norms[k];
+        prnn_model *m = NULL;
+        TU_REQUIRE(prnn_model_init(g_ctx, &m, &mc));
+        TU_REQUIRE(prnn_model_init_params(m, tu_next()));
+        const int64_t P = prnn_model_param_count(m);
+        int32_t *ids = tu_malloc((size_t)(B * T) * 4), *tg = tu_malloc((size_t)(B * T) * 4);
+        for (int i = 0; i < g_size; i++) /* rank r takes the r-th draw */
+            for (int64_t j = 0; j < B * T; j++) {
+                const int32_t a = (int32_t)tu_uniform(0, 256), b = (int32_t)tu_uniform(0, 256);
+                if (i == g_rank) ids[j] = a, tg[j] = b;
+            }
+        float loss = 0, *ref = tu_malloc((size_t)P * 4);
+        TU_REQUIRE(prnn_model_zero_grads(m));
+        TU_REQUIRE(prnn_model_forward(m, B, T, &loss, ids, tg, 1, 0));
+        TU_REQUIRE(prnn_model_backward(m, 1.0));
+        TU_REQUIRE(prnn_dist_allreduce_mean(g_dist, prnn_model_grads(m), P));
+        memcpy(ref, prnn_model_grads(m), (size_t)P * 4);
+
+        prnn_dist_grad *g = NULL;
+        TU_REQUIRE(prnn_dist_grad_init(&g, g_dist, prnn_model_grads(m), P, PRNN_DIST_GRAD_MEAN,
+                                       P / 5));
+        TU_REQUIRE(prnn_model_set_grad_hook(m, prnn_dist_grad_hook, g));
+        TU_REQUIRE(prnn_model_zero_grads(m));
+        TU_REQUIRE(prnn_model_forward(m, B, T, &loss, ids, tg, 1, 0));
+        prnn_status s = prnn_dist_grad_begin(g);
+        if (s == PRNN_OK) s = prnn_model_backward(m, 1.0);
+        const prnn_status f = prnn_dist_grad_finish(g); /* also checks every slice came */
+        if (s == PRNN_OK) s = f;
+        const int64_t wrong = bits_differ(prnn_model_grads(m), ref, P);
+        const int same = same_everywhere(hash_bytes(prnn_model_grads(m), (size_t)P * 4));
+        dcheck(s == PRNN_OK && wrong == 0 && same, (double)wrong,
+               "%s, 3 layers, %lld parameters, %d buckets: gradients averaged during the "
+               "backward == after it, bit for bit; identical on every rank",
+               k ? "layernorm" : "rmsnorm", (long long)P, prnn_dist_grad_buckets(g));
+        TU_REQUIRE(prnn_model_set_grad_hook(m, NULL, NULL));
+        prnn_dist_grad_free(g);
+        free(ids), free(tg), free(ref);
+        prnn_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 8. prnn train --dist: overlap, ZeRO-1, checkpoints across both           */
+
+/* Runs prnn train with args on every rank (dist = 1) or on rank 0 alone;
+ * returns the exit status (rank 0's, shared). */
+static int train_run(const char *args, const char *tag, int dist)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s/%s.rank%d.txt", g_dir, tag, g_rank);
+    int rc = 0;
+    if (dist || g_rank == 0) {
+        rc = tc_run(train_cmd_train, args, out);
+        if (rc != 0 && rc != 2) show_output(out);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}
+
+/* Rank 0: the largest differences of losses (relative) and final weights
+ * (absolute) between runs a and b of g_dir. */
+static void compare_runs(const char *a, const char *b, double *err_loss, double *err_w,
+                         int *nl)
+{
+    *err_loss = *err_w = 0;
+    *nl = 0;
+    if (g_rank != 0) return;
+    char pa[512], pb[512];
+    double l1[32], l2[32];
+    snprintf(pa, sizeof pa, "%s/%s/log.tsv", g_dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/log.tsv", g_dir, b);
+    const int n1 = log_losses(pa, l1, 32), n2 = log_losses(pb, l2, 32);
+    *nl = n1 == n2 ? n1 : -1;
+    for (int i = 0; i < n1 && i < n2; i++) {
+        const double e = fabs(l1[i] - l2[i]) / fabs(l1[i]);
+        if (!(e <= *err_loss)) *err_loss = e;
+    }
+    snprintf(pa, sizeof pa, "%s/%s/model.safetensors", g_dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/model.safetensors", g_dir, b);
+    int64_t c1 = 0, c2 = 0;
+    float *w1 = weights(pa, &c1), *w2 = weights(pb, &c2);
+    for (int64_t i = 0; w1 && w2 && i < c1 && i < c2; i++) {
+        const double e = fabs((double)w1[i] - (double)w2[i]);
+        if (!(e <= *err_w)) *err_w = e;
+    }
+    if (!w1 || !w2 || c1 != c2 || c1 == 0) *err_w = INFINITY;
+    free(w1), free(w2);
+}
+
+/*
+ * Tolerances. Overlapped and one-pass averages give the same bits on the
+ * CPU (rank-order sums), so those runs must agree exactly. ZeRO-1 averages
+ * the same bits too, but its global norm sums the shards' sums of squares
+ * (in double, over the ranks) instead of one fixed-order pass: the clipping
+ * factor (clip 0.5 here, so it acts) can differ by fp32 rounding, ~1e-7
+ * relative; as in check_trainer, 1e-5 absolute on the weights after 6 steps
+ * at lr 3e-3 and 1e-4 relative on the losses leave room, while a wrong
+ * shard, decay or moment shows as ~1e-3. Resumed runs add nothing: state
+ * and weights are saved in full precision.
+ */
+static void check_trainer_zero1(void)
+{
+    if (g_rank == 0) printf("\n== prnn train --dist: overlap, --zero1, resumes across them ==\n");
+    char common[1024], args[1400];
+    snprintf(common, sizeof common,
+             "--task selective-copy --batch 7 --seq-len 24 --steps 6 --warmup 1 --lr 0.003 "
+             "--grad-clip 0.5 --hidden 16 --layers 2 --threads 1 --eval-interval 0 "
+             "--eval-batches 1 --ckpt-interval 0 --seed %llu",
+             (unsigned long long)(tu_next() % 1000000));
+    const struct {
+        const char *tag, *opts;
+        int dist;
+    } runs[] = {
+        {"ref", "--dist", 1},
+        {"noov", "--dist --no-overlap", 1},
+        {"z1", "--dist --zero1", 1},
+        {"z1noov", "--dist --zero1 --no-overlap", 1},
+    };
+    int rc[4];
+    for (int k = 0; k < 4; k++) {
+        snprintf(args, sizeof args, "%s %s --out %s/%s", common, runs[k].opts, g_dir, runs[k].tag);
+        rc[k] = train_run(args, runs[k].tag, runs[k].dist);
+    }
+    double el, ew;
+    int nl;
+    compare_runs("ref", "noov", &el, &ew, &nl);
+    dcheck(rc[0] == 0 && rc[1] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
+           "--no-overlap == overlapped: exit %d and %d, 6 losses and the weights bit for bit "
+           "(loss rel err %.1e)", rc[0], rc[1], el);
+    compare_runs("ref", "z1", &el, &ew, &nl);
+    dcheck(rc[2] == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= 1e-5)), ew,
+           "--zero1 == without: exit %d, 6 losses (rel err %.1e, tol 1e-4), weights (abs err, "
+           "tol 1e-5)", rc[2], el);
+    compare_runs("z1", "z1noov", &el, &ew, &nl);
+    dcheck(rc[3] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
+           "--zero1 --no-overlap == --zero1: exit %d, bit for bit (loss rel err %.1e)", rc[3],
+           el);
+
+    /* Interrupted after 3 steps, resumed by the other kind of run; the last
+     * one resumes a ZeRO-1 checkpoint of all ranks in one process. */
+    const struct {
+        const char *tag, *first, *second, *what;
+        int dist2;
+    } resumes[] = {
+        {"r_z1_plain", "--dist --zero1", "--dist", "--zero1 checkpoint resumed without", 1},
+        {"r_plain_z1", "--dist", "--dist --zero1", "plain checkpoint resumed with --zero1", 1},
+        {"r_z1_one", "--dist --zero1", "", "--zero1 checkpoint resumed in one process", 0},
+    };
+    for (size_t k = 0; k < sizeof resumes / sizeof resumes[0]; k++) {
+        char tag[64];
+        snprintf(args, sizeof args, "%s %s --stop-after 3 --out %s/%s", common, resumes[k].first,
+                 g_dir, resumes[k].tag);
+        snprintf(tag, sizeof tag, "%s_a", resumes[k].tag);
+        const int r1 = train_run(args, tag, 1);
+        snprintf(args, sizeof args, "%s %s --resume --out %s/%s", common, resumes[k].second, g_dir,
+                 resumes[k].tag);
+        snprintf(tag, sizeof tag, "%s_b", resumes[k].tag);
+        const int r2 = r1 == 0 ? train_run(args, tag, resumes[k].dist2) : -1;
+        compare_runs("ref", resumes[k].tag, &el, &ew, &nl);
+        dcheck(r1 == 0 && r2 == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= 1e-5)), ew,
+               "%s: exit %d and %d, 6 losses == uninterrupted run's (rel err %.1e, tol 1e-4), "
+               "weights (abs err, tol 1e-5)", resumes[k].what, r1, r2, el);
+    }
+
+    /* Options that need --dist: a message and exit 2. */
+    const char *bad[] = {"--zero1", "--no-overlap"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "%s %s --out %s/bad%d", common, bad[k], g_dir, k);
+        char tag[32];
+        snprintf(tag, sizeof tag, "bad%d", k);
+        const int r = train_run(args, tag, 0);
+        int said = 0;
+        if (g_rank == 0) {
+            char path[512];
+            long n = 0;
+            snprintf(path, sizeof path, "%s/%s.rank0.txt", g_dir, tag);
+            char *txt = tc_slurp(path, &n);
+            char want[64];
+            snprintf(want, sizeof want, "%s needs --dist", bad[k]);
+            said = txt && strstr(txt, want);
+            free(txt);
+        }
+        MPI_Bcast(&said, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        dcheck(r == 2 && said, 0, "%s without --dist: exit %d (want 2), message names --dist",
+               bad[k], r);
     }
 }
 
@@ -611,7 +977,11 @@ int main(void)
     check_bad_arguments();
     check_allreduce();
     check_data_parallel();
+    check_bucketed();
+    check_model_hook();
     check_trainer();
+    if (g_dir[0]) check_trainer_zero1();
+    remove_runs();
 
     prnn_dist_free(g_dist);
     prnn_ctx_free(g_ctx);
