@@ -10,7 +10,11 @@
  *   2. the all-reduce mean on device buffers: exact, identical bits on
  *      every rank;
  *   3. data parallel: the model's gradient on the GPU from rows split over
- *      the ranks equals the whole batch's on one GPU.
+ *      the ranks equals the whole batch's on one GPU;
+ *   4. the bucketed average on the side stream (prnn_dist_grad), mean and
+ *      scatter (ZeRO-1), fed by hand and by the model's gradient hook
+ *      during the backward, against prnn_dist_allreduce_mean; the shard
+ *      all-gather.
  *
  * Process r takes the GPU of its rank on the node. Without CUDA, or with
  * fewer GPUs than processes on a node, it skips and passes. Every rank
@@ -311,6 +315,185 @@ static void check_data_parallel(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* 4. The bucketed average on the side stream                               */
+
+/* Rank r's value at i: 24 significant bits, scattered exponents (the sums
+ * round, so their order shows in the bits). */
+static float grad_value(uint64_t seed, int r, int64_t i)
+{
+    uint64_t z = seed ^ ((uint64_t)(r + 1) << 48) ^ (uint64_t)i;
+    z = (z ^ (z >> 31)) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    const double m = (double)(z >> 40) / (double)(1 << 24) - 0.5;
+    return (float)ldexp(m, (int)((z >> 8) % 20) - 9);
+}
+
+/*
+ * Tolerance against the one-pass mean. NCCL sums each element once, but in
+ * an order that may depend on its place in the call, so a bucket's sums may
+ * round differently from the whole buffer's: with two ranks a + b is the
+ * same bits in any order (required: 0 differences); with N ranks each
+ * result is within N roundings of the exact sum: |x - y| <= 2 N eps of the
+ * sum of the |values| / N.
+ */
+static int64_t count_off(const float *x, const float *y, int64_t lo, int64_t hi, uint64_t seed,
+                         double *worst)
+{
+    int64_t bad = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        double mag = 0;
+        for (int r = 0; r < g_size; r++) mag += fabs((double)grad_value(seed, r, i));
+        mag /= g_size;
+        const double e = fabs((double)x[i] - (double)y[i]);
+        const double tol = g_size == 2 ? 0.0 : 2.0 * g_size * 0x1p-24 * mag;
+        if (e > tol) bad++;
+        if (mag > 0 && !(e / mag <= *worst)) *worst = e / mag;
+    }
+    return bad;
+}
+
+static void check_bucketed(void)
+{
+    if (g_rank == 0) printf("\n== bucketed average on the side stream (NCCL) ==\n");
+    const struct {
+        int64_t n, bucket, slice;
+    } cases[] = {
+        {3, 1, 1},
+        {100003, 4096, 777},
+        {((int64_t)1 << 24) + 5, 0, (int64_t)1 << 21},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t n = cases[k].n;
+        const uint64_t seed = tu_next();
+        float *x = tu_malloc((size_t)n * 4), *ref = tu_malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) x[i] = grad_value(seed, g_rank, i);
+        float *d = NULL;
+        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d, (size_t)n * 4));
+        TU_REQUIRE(prnn_mem_upload(g_gpu, d, x, (size_t)n * 4));
+        TU_REQUIRE(prnn_dist_allreduce_mean(g_dist, d, n));
+        TU_REQUIRE(prnn_mem_download(g_gpu, ref, d, (size_t)n * 4));
+        for (int mode = 0; mode < 2; mode++) {
+            TU_REQUIRE(prnn_mem_zero(g_gpu, d, (size_t)n * 4));
+            prnn_dist_grad *g = NULL;
+            prnn_status s = prnn_dist_grad_init(&g, g_dist, d, n,
+                                                mode ? PRNN_DIST_GRAD_SCATTER : PRNN_DIST_GRAD_MEAN,
+                                                cases[k].bucket);
+            if (s == PRNN_OK) s = prnn_dist_grad_begin(g);
+            /* Slices from the end backwards, each made ready right after
+             * its values were uploaded on the context's stream (over zeros):
+             * a bucket that did not wait for that stream would read zeros. */
+            for (int64_t hi = n; hi > 0 && s == PRNN_OK;) {
+                const int64_t c = hi < cases[k].slice ? hi : cases[k].slice;
+                s = prnn_mem_upload(g_gpu, d + hi - c, x + hi - c, (size_t)c * 4);
+                if (s == PRNN_OK) s = prnn_dist_grad_ready(g, hi - c, c);
+                hi -= c;
+            }
+            const prnn_status f = g ? prnn_dist_grad_finish(g) : PRNN_OK;
+            if (s == PRNN_OK) s = f;
+            /* Read back on the context's stream: finish ordered it after the
+             * side stream. */
+            float *got = tu_malloc((size_t)n * 4);
+            if (s == PRNN_OK) s = prnn_mem_download(g_gpu, got, d, (size_t)n * 4);
+            int64_t lo = 0, hi = n;
+            if (mode) prnn_dist_shard(g_dist, n, -1, &lo, &hi);
+            double worst = 0;
+            const int64_t bad = count_off(got, ref, lo, hi, seed, &worst);
+            const int same = mode || same_everywhere(hash_bytes(got, (size_t)n * 4));
+            dcheck(s == PRNN_OK && bad == 0 && same, worst,
+                   "%s, n=%lld, %d buckets: == one-pass mean (%s; entries off %lld)%s",
+                   mode ? "scatter (each rank its shard)" : "mean", (long long)n,
+                   prnn_dist_grad_buckets(g), g_size == 2 ? "bit for bit with 2 ranks" : "fp32",
+                   (long long)bad, mode ? "" : ", identical on every rank");
+            prnn_dist_grad_free(g);
+            free(got);
+        }
+        /* The shard all-gather: exact. */
+        int64_t mlo, mhi;
+        prnn_dist_shard(g_dist, n, -1, &mlo, &mhi);
+        for (int64_t i = 0; i < n; i++) x[i] = i >= mlo && i < mhi ? grad_value(seed, 0, i) : -1.f;
+        TU_REQUIRE(prnn_mem_upload(g_gpu, d, x, (size_t)n * 4));
+        prnn_status s = prnn_dist_allgather_shards(g_dist, d, n);
+        if (s == PRNN_OK) s = prnn_mem_download(g_gpu, x, d, (size_t)n * 4);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) wrong += x[i] != grad_value(seed, 0, i);
+        dcheck(s == PRNN_OK && wrong == 0, (double)wrong,
+               "n=%lld: all-gather of the shards exact", (long long)n);
+        prnn_mem_free(g_gpu, d);
+        free(x), free(ref);
+    }
+}
+
+/* The model's gradient hook drives the average during the backward on the
+ * GPU: the same as averaging after it (bits with 2 ranks; else NCCL's
+ * order: 1e-6 of the gradient's RMS, far below any wrong slice). */
+static void check_model_hook(void)
+{
+    if (g_rank == 0) printf("\n== model gradient hook on the GPU ==\n");
+    const prnn_dtype dts[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16};
+    for (int k = 0; k < 2; k++) {
+        const int64_t B = 4, T = 128;
+        prnn_model_config mc = prnn_model_config_default();
+        mc.dim = 256;
+        mc.layers = 3;
+        mc.dtype = dts[k];
+        prnn_model *m = NULL;
+        TU_REQUIRE(prnn_model_init(g_gpu, &m, &mc));
+        TU_REQUIRE(prnn_model_init_params(m, tu_next()));
+        const int64_t P = prnn_model_param_count(m);
+        int32_t *ids = tu_malloc((size_t)(B * T) * 4), *tg = tu_malloc((size_t)(B * T) * 4);
+        for (int i = 0; i < g_size; i++)
+            for (int64_t j = 0; j < B * T; j++) {
+                const int32_t a = (int32_t)tu_uniform(0, 256), b = (int32_t)tu_uniform(0, 256);
+                if (i == g_rank) ids[j] = a, tg[j] = b;
+            }
+        int32_t *d_ids = NULL, *d_tg = NULL;
+        float *d_loss = NULL, *ref = tu_malloc((size_t)P * 4), *got = tu_malloc((size_t)P * 4);
+        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_ids, (size_t)(B * T) * 4));
+        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_tg, (size_t)(B * T) * 4));
+        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_loss, 8));
+        TU_REQUIRE(prnn_mem_upload(g_gpu, d_ids, ids, (size_t)(B * T) * 4));
+        TU_REQUIRE(prnn_mem_upload(g_gpu, d_tg, tg, (size_t)(B * T) * 4));
+        TU_REQUIRE(prnn_model_zero_grads(m));
+        TU_REQUIRE(prnn_model_forward(m, B, T, d_loss, d_ids, d_tg, 1, 0));
+        TU_REQUIRE(prnn_model_backward(m, 1.0));
+        TU_REQUIRE(prnn_dist_allreduce_mean(g_dist, prnn_model_grads(m), P));
+        TU_REQUIRE(prnn_mem_download(g_gpu, ref, prnn_model_grads(m), (size_t)P * 4));
+
+        prnn_dist_grad *g = NULL;
+        TU_REQUIRE(prnn_dist_grad_init(&g, g_dist, prnn_model_grads(m), P, PRNN_DIST_GRAD_MEAN,
+                                       P / 6));
+        TU_REQUIRE(prnn_model_set_grad_hook(m, prnn_dist_grad_hook, g));
+        prnn_status s = PRNN_OK;
+        for (int step = 0; step < 2 && s == PRNN_OK; step++) { /* twice: events reused */
+            s = prnn_model_zero_grads(m);
+            if (s == PRNN_OK) s = prnn_model_forward(m, B, T, d_loss, d_ids, d_tg, 1, 0);
+            if (s == PRNN_OK) s = prnn_dist_grad_begin(g);
+            if (s == PRNN_OK) s = prnn_model_backward(m, 1.0);
+            const prnn_status f = prnn_dist_grad_finish(g);
+            if (s == PRNN_OK) s = f;
+        }
+        if (s == PRNN_OK) s = prnn_mem_download(g_gpu, got, prnn_model_grads(m), (size_t)P * 4);
+        double *gd = tu_malloc((size_t)P * 8), *rd = tu_malloc((size_t)P * 8);
+        for (int64_t i = 0; i < P; i++) gd[i] = got[i], rd[i] = ref[i];
+        const double err = max_rel(gd, rd, P, rms(rd, P));
+        const int64_t differ = (int64_t)(memcmp(got, ref, (size_t)P * 4) != 0);
+        const int same = same_everywhere(hash_bytes(got, (size_t)P * 4));
+        const int ok = g_size == 2 ? differ == 0 : err <= 1e-6;
+        dcheck(s == PRNN_OK && ok && same, err,
+               "%s, 3 layers of 256, %lld parameters, %d buckets: averaged during the backward "
+               "== after it (%s), identical on every rank: %s",
+               k ? "bf16" : "f32", (long long)P, prnn_dist_grad_buckets(g),
+               g_size == 2 ? "bit for bit with 2 ranks" : "tol 1e-6 of RMS",
+               same ? "yes" : "no");
+        TU_REQUIRE(prnn_model_set_grad_hook(m, NULL, NULL));
+        prnn_dist_grad_free(g);
+        prnn_mem_free(g_gpu, d_ids), prnn_mem_free(g_gpu, d_tg), prnn_mem_free(g_gpu, d_loss);
+        free(gd), free(rd), free(ids), free(tg), free(ref), free(got);
+        prnn_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -355,6 +538,8 @@ int main(void)
     check_scan();
     check_allreduce();
     check_data_parallel();
+    check_bucketed();
+    check_model_hook();
 
     prnn_dist_free(g_dist);
     prnn_ctx_free(g_gpu);
