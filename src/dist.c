@@ -1,6 +1,7 @@
 /*
  * dist.c - the distributed context (include/prnn_dist.h): MPI start-up, the
- * communicators, the data-parallel all-reduce, and the sequence-parallel
+ * communicators, the data-parallel average (one pass, or bucket by bucket
+ * during the backward; ZeRO-1 shards), and the sequence-parallel
  * scan's logic for both devices. The CPU path is here (MPI collectives on
  * host memory, summaries in dist_cpu_impl.h); CUDA contexts call
  * dist_cuda.cu for NCCL and the kernels (built when NCCL is found, marked
@@ -303,11 +304,10 @@ static prnn_status bucket_reduce(prnn_dist *d, dist_bucket *b, float *buf, MPI_C
 }
 
 /* Waits for bucket b (wait = 1) or checks on it, moving it on when its
- * exchange has finished. *busy: still in flight. */
+ * exchange has finished. */
 static prnn_status bucket_poll(prnn_dist *d, dist_bucket *b, float *buf, MPI_Comm gather,
-                               int wait, int *busy)
+                               int wait)
 {
-    *busy = 0;
     while (b->phase != BK_IDLE) {
         int flag = 1;
         prnn_status s = mpi_ok(wait ? MPI_Wait(&b->req, MPI_STATUS_IGNORE)
@@ -316,10 +316,7 @@ static prnn_status bucket_poll(prnn_dist *d, dist_bucket *b, float *buf, MPI_Com
             b->phase = BK_IDLE;
             return s;
         }
-        if (!flag) {
-            *busy = 1;
-            return PRNN_OK;
-        }
+        if (!flag) return PRNN_OK;
         if (b->phase == BK_GATHER) {
             b->phase = BK_IDLE;
         } else if ((s = bucket_reduce(d, b, buf, gather)) != PRNN_OK) {
@@ -348,9 +345,8 @@ prnn_status prnn_dist_allreduce_mean(prnn_dist *d, float *buf, int64_t n)
         b->off = off;
         b->count = n - off < BUCKET_MAX ? n - off : BUCKET_MAX;
         b->scatter = 0;
-        int busy = 0;
         prnn_status s = bucket_start(d, b, buf, n, d->comm);
-        if (s == PRNN_OK) s = bucket_poll(d, b, buf, d->comm, 1, &busy);
+        if (s == PRNN_OK) s = bucket_poll(d, b, buf, d->comm, 1);
         b->phase = BK_IDLE;
         if (s != PRNN_OK) return s;
     }
@@ -506,8 +502,7 @@ static prnn_status grad_progress(prnn_dist_grad *g, int wait)
 {
     prnn_status s = PRNN_OK;
     for (int i = wait ? 0 : g->polled; i < g->nb; i++) {
-        int busy = 0;
-        const prnn_status e = bucket_poll(g->d, &g->bk[i], g->buf, g->gath, wait, &busy);
+        const prnn_status e = bucket_poll(g->d, &g->bk[i], g->buf, g->gath, wait);
         if (s == PRNN_OK) s = e;
         if (g->bk[i].phase == BK_EXCHANGE) break;
         if (i >= g->polled) g->polled = i + 1;
