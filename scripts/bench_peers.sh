@@ -11,7 +11,10 @@
 #
 # Output in $OUT (or gpu-out/peers): peers_h200.md, peers_h200_scan.png,
 # peers_h200_layers.png, peers_h200_wall.png, peers_h200.json (every row)
-# and peers_h200.log (this script's output). The first five belong in
+# and peers_h200.log (this script's output). PEERS_PREBUILT=DIR uses DIR/prnn
+# and DIR/libprnn_shared.so built beforehand for this card (Release,
+# -DCMAKE_CUDA_ARCHITECTURES=90 -DPRNN_BLAS=OFF -DPRNN_NATIVE=OFF, so that
+# they run on another machine) instead of building here. The first five belong in
 # docs/benchmarks/. PEERS_LIMIT (seconds, default 570) bounds the whole
 # script, the build included; PEERS_WORK (default /tmp/prnn-peers) holds the
 # per-section results, the extension build and the prnn train run.
@@ -58,17 +61,23 @@ main() {
     </dev/null >/dev/null 2>&1 &
   warp_pid=$!
 
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$work/cmake.log" 2>&1 &&
-    cmake --build build-gpu -j "$(nproc)" --target prnn prnn_shared >>"$work/cmake.log" 2>&1
-  build_rc=$?
-  grep -E "error|warning" "$work/cmake.log" | head -20
-  echo "== build exit $build_rc after $(($(date +%s) - start)) s"
-  [ -f build-gpu/libprnn_shared.so ] ||
-    echo "no build-gpu/libprnn_shared.so: is include(cmake/peers.cmake) at the end of CMakeLists.txt? (prnn rows will fail)"
+  bin=build-gpu
+  if [ -n "${PEERS_PREBUILT:-}" ] && "$PEERS_PREBUILT/prnn" --version >/dev/null 2>&1; then
+    bin=$PEERS_PREBUILT # built elsewhere for this card: no build here
+    echo "== using the prnn program and libprnn_shared.so in $bin: $("$bin/prnn" --version)"
+  else
+    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$work/cmake.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" --target prnn prnn_shared >>"$work/cmake.log" 2>&1
+    build_rc=$?
+    grep -E "error|warning" "$work/cmake.log" | head -20
+    echo "== build exit $build_rc after $(($(date +%s) - start)) s"
+  fi
+  [ -f "$bin/libprnn_shared.so" ] ||
+    echo "no $bin/libprnn_shared.so: is include(cmake/peers.cmake) at the end of CMakeLists.txt? (prnn rows will fail)"
 
   left=$((limit - ($(date +%s) - start) - 45))
   [ "$left" -lt 60 ] && left=60
-  timeout $((left + 35)) python3 -u bench/peers/run.py --lib build-gpu/libprnn_shared.so --prnn build-gpu/prnn \
+  timeout $((left + 35)) python3 -u bench/peers/run.py --lib "$bin/libprnn_shared.so" --prnn "$bin/prnn" \
     --out "$out" --work "$work" --budget "$left" --command "scripts/bench_peers.sh $*" "$@"
   rc=$?
   echo "== harness exit $rc after $(($(date +%s) - start)) s"

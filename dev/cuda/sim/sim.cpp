@@ -46,6 +46,7 @@ struct fiber {
 struct warp {
     int arrived;
     unsigned gen, vote, result[2];
+    float vals[2][32]; /* shuffles: the lanes' values of generation gen & 1 */
 };
 
 std::vector<fiber> fibers;
@@ -90,7 +91,7 @@ void run_block()
         fibers.resize(n);
         while (stacks.size() < n) stacks.push_back(static_cast<char *>(malloc(kStack)));
     }
-    warps.assign((n + 31) / 32, warp{0, 0, 0, {0, 0}});
+    warps.assign((n + 31) / 32, warp{});
     alive = (int)n;
     bar_arrived = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -166,6 +167,35 @@ unsigned ballot(unsigned mask, int pred)
         to_scheduler();
     }
     return w.result[gen & 1];
+}
+
+/* A full-warp barrier at which every lane leaves its value and reads lane
+ * src's (the generation's slot is double-buffered like the ballot's). */
+float shfl(unsigned mask, float v, int src)
+{
+    if (mask != 0xffffffffu) {
+        fprintf(stderr, "prnn sim: only full-warp shuffles are simulated\n");
+        abort();
+    }
+    const unsigned t = fibers[cur].tid.x + cur_bdim.x * (fibers[cur].tid.y + cur_bdim.y * fibers[cur].tid.z);
+    warp &w = warps[t / 32];
+    for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
+        if (i >= nthreads() || fibers[i].done) {
+            fprintf(stderr, "prnn sim: shuffle in a warp with exited threads\n");
+            abort();
+        }
+    const unsigned gen = w.gen;
+    w.vals[gen & 1][t % 32] = v;
+    if (++w.arrived == 32) {
+        w.arrived = 0;
+        w.gen++;
+        for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
+            if (fibers[i].wait == AT_WARP_BARRIER) fibers[i].wait = RUN;
+    } else {
+        fibers[cur].wait = AT_WARP_BARRIER;
+        to_scheduler();
+    }
+    return w.vals[gen & 1][src & 31];
 }
 
 unsigned ld_acquire(const unsigned *p)

@@ -3,7 +3,7 @@
  * for host compilation of src/scan_cuda.cu: every thread of a block is a
  * fiber (dev/cuda/sim/sim.cpp); __shared__ variables become statics, which is
  * right because the simulator runs one block at a time; __syncthreads and
- * __ballot_sync are fiber barriers; ld_acquire may return an older value of
+ * __ballot_sync and the warp shuffles are fiber barriers; ld_acquire may return an older value of
  * a flag (on purpose: it exercises the look-back's fold of aggregates).
  */
 #ifndef PRNN_SIM_DEVICE_H
@@ -44,6 +44,7 @@ dim3 grid_dim();
 dim3 block_dim();
 void syncthreads();
 unsigned ballot(unsigned mask, int pred);
+float shfl(unsigned mask, float v, int src);
 void launch(dim3 grid, dim3 block, const std::function<void()> &body);
 unsigned ld_acquire(const unsigned *p);
 void st_release(unsigned *p, unsigned v);
@@ -60,6 +61,12 @@ void st_release(unsigned *p, unsigned v);
 
 inline void __syncthreads() { prnn_sim::syncthreads(); }
 inline unsigned __ballot_sync(unsigned mask, int pred) { return prnn_sim::ballot(mask, pred); }
+inline float __shfl_sync(unsigned mask, float v, int src) { return prnn_sim::shfl(mask, v, src); }
+inline float __shfl_up_sync(unsigned mask, float v, unsigned d)
+{
+    const int lane = (int)(threadIdx.x % 32); /* blocks are 1-D here */
+    return prnn_sim::shfl(mask, v, lane >= (int)d ? lane - (int)d : lane);
+}
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
