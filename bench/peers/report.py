@@ -14,7 +14,8 @@ import sec_train
 import sec_wall
 
 SECTIONS = ["scan", "layers", "wall", "train"]
-STATUS_WORD = {"skip": "skipped", "unsupported": "cannot run", "fail": "failed", "budget": "not run (time)"}
+STATUS_WORD = {"skip": "skipped", "unsupported": "cannot run", "fail": "failed", "budget": "not run (time)",
+               "running": "no result"}
 
 
 def load(work):
@@ -459,7 +460,7 @@ def section_train(st, name, lines, loses):
     lines.append("")
 
 
-def render(work, out, name, command=None):
+def render(work, out, name, command=None, preface=None):
     stores, run = load(work)
     fake = any(s.get("fake") for s in stores.values())
     os.makedirs(out, exist_ok=True)
@@ -479,14 +480,26 @@ def render(work, out, name, command=None):
     if fake:
         lines.append("> **DRY RUN: every number below is synthetic, made up by bench/peers/fake.py to exercise "
                      "the report. Nothing here was measured.**\n")
-    lines.append(f"Written by `bench/peers/run.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
-                 "Every peer ran in the same process family on the same card in one run; prnn ran through "
-                 "its C API (ctypes over libprnn_shared.so) on PyTorch's CUDA stream.\n")
-    cmd = command or run.get("command")
-    if cmd:
-        lines.append(f"Command: `{cmd}`\n")
+    merged = run.get("merged")
+    if merged:
+        lines.append(f"Written by `bench/peers/merge.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+                     f"from {len(merged)} runs of `bench/peers/run.py` on the same card, listed below; a later "
+                     "run's row replaces an earlier one's for the same case (never a number by a gap). prnn ran "
+                     "through its C API (ctypes over libprnn_shared.so) on PyTorch's CUDA stream.\n")
+        for m in merged:
+            lines.append(f"- {m.get('when', '?')}: `{m.get('command', '?')}` (sections: {', '.join(m.get('sections', []))})")
+        lines.append("")
+    else:
+        lines.append(f"Written by `bench/peers/run.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. "
+                     "Every peer ran in the same process family on the same card in one run; prnn ran through "
+                     "its C API (ctypes over libprnn_shared.so) on PyTorch's CUDA stream.\n")
+        cmd = command or run.get("command")
+        if cmd:
+            lines.append(f"Command: `{cmd}`\n")
     lines += env_lines(stores, run)
     lines.append("")
+    if preface:  # the reader's guide to a merged report, written by hand
+        lines.append(preface.rstrip() + "\n")
     lines.append("Timing: CUDA events around each call on the shared stream, after an untimed warm-up call "
                  "(two for compiled code, whose compilation is left out); the median of 3 to 25 calls "
                  "(1 to 2 for calls over 0.25 s). Calls over 2 s are not repeated: the peer is marked skipped at "

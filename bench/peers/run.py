@@ -54,6 +54,10 @@ def parse(argv):
     ap.add_argument("--budget", type=float, default=450.0, help="seconds for all sections together")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated subset of " + ",".join(SECTIONS))
     ap.add_argument("--quick", action="store_true", help="fewer shapes and lengths")
+    ap.add_argument("--layer-configs", default=None,
+                    help="layers section: only these dtype:B:T cases, comma-separated (e.g. bf16:1:4096)")
+    ap.add_argument("--layer-peers", default=None,
+                    help="layers section: only these peers, comma-separated (ids as in the JSON)")
     ap.add_argument("--command", default=None, help="the command line to print in the report")
     ap.add_argument("--dry-run", action="store_true", help="synthetic rows instead of measurements (no GPU, no torch)")
     ap.add_argument("--render-only", action="store_true", help="only write the report from the files in WORK")
@@ -134,6 +138,10 @@ def main(argv):
         passthrough += ["--lib", args.lib]
     if args.quick:
         passthrough.append("--quick")
+    if args.layer_configs:
+        passthrough += ["--layer-configs", args.layer_configs]
+    if args.layer_peers:
+        passthrough += ["--layer-peers", args.layer_peers]
     if args.dry_run:
         passthrough.append("--dry-run")
     for i, s in enumerate(sections):

@@ -202,7 +202,11 @@ def run(store, budget, args):
         store.fail("minGRU agreement check", e)
         r.recover()
     cfgs = configs(args.quick)
-    eager = [p for p in PEER_IDS if not p.endswith("compiled")]
+    if getattr(args, "layer_configs", None):  # a subset, e.g. to finish an interrupted run
+        want = {(d, int(b), int(t)) for d, b, t in (c.split(":") for c in args.layer_configs.split(","))}
+        cfgs = [c for c in cfgs if c in want]
+    only = set(args.layer_peers.split(",")) if getattr(args, "layer_peers", None) else None
+    eager = [p for p in PEER_IDS if not p.endswith("compiled") and (only is None or p in only)]
     for dt, B, T in cfgs:
         print(f"  layer step {dt} B={B} T={T}", flush=True)
         try:
@@ -211,6 +215,8 @@ def run(store, budget, args):
             store.fail(f"config {dt} B={B} T={T}", e)
             r.recover()
     for dt, B, T in cfgs:
+        if only is not None and "torch-mingru-compiled" not in only:
+            break
         try:
             r.config(dt, B, T, ["torch-mingru-compiled"])
         except Exception as e:
