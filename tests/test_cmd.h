@@ -9,6 +9,7 @@
 #define PRNN_TEST_CMD_H
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,62 @@ static inline char *tc_slurp(const char *path, long *n)
     if (b) b[*n] = 0;
     fclose(f);
     return b;
+}
+
+/* The train rows' losses of a log.tsv (step, kind, loss, ...), up to max. */
+static inline int tc_log_losses(const char *path, double *loss, int max)
+{
+    long n = 0;
+    char *s = tc_slurp(path, &n);
+    int k = 0;
+    for (char *line = s ? strtok(s, "\n") : NULL; line && k < max; line = strtok(NULL, "\n")) {
+        int step;
+        char kind[16];
+        double l;
+        if (sscanf(line, "%d %15s %lf", &step, kind, &l) == 3 && !strcmp(kind, "train")) loss[k++] = l;
+    }
+    free(s);
+    return k;
+}
+
+/* The float weights of a safetensors file (after its 8-byte header length
+ * and JSON header), in new memory; NULL if unreadable. */
+static inline float *tc_weights(const char *path, int64_t *count)
+{
+    long n = 0;
+    char *s = tc_slurp(path, &n);
+    *count = 0;
+    if (!s || n < 8) {
+        free(s);
+        return NULL;
+    }
+    uint64_t hl = 0;
+    memcpy(&hl, s, 8); /* little-endian on every machine this runs on */
+    const int64_t bytes = n - 8 - (int64_t)hl;
+    float *w = bytes > 0 ? malloc((size_t)bytes) : NULL;
+    if (w) memcpy(w, s + 8 + hl, (size_t)bytes);
+    if (w) *count = bytes / 4;
+    free(s);
+    return w;
+}
+
+/* A command's captured output on stderr, for a failed check. */
+static inline void tc_show(const char *path)
+{
+    long n = 0;
+    char *s = tc_slurp(path, &n);
+    if (s) fprintf(stderr, "---- %s ----\n%s------------------------\n", path, s);
+    free(s);
+}
+
+/* Whether a file holds text. */
+static inline int tc_file_has(const char *path, const char *text)
+{
+    long n = 0;
+    char *s = tc_slurp(path, &n);
+    const int r = s && strstr(s, text) != NULL;
+    free(s);
+    return r;
 }
 
 #endif /* PRNN_TEST_CMD_H */

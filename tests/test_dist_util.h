@@ -17,6 +17,16 @@
 static int g_rank, g_size;
 static prnn_ctx *g_cpu; /* the oracle's: CPU, one thread (the ranks share the cores) */
 
+/* Weights after a few AdamW steps (lr 3e-3 in the trainer checks) of two
+ * runs that differ only in the summation order of the gradients. AdamW
+ * divides each update by the root of its second moment, so an entry whose
+ * gradient sits at rounding level can move by a good fraction of lr in one
+ * run and not in the other (seen: 3.3e-5 after 5 steps on 3 ranks), while
+ * a wrong gradient (a rank's share lost or counted twice) moves weights by
+ * about lr. So: a tenth of lr, absolute. */
+#define DIST_TRAIN_LR 3e-3
+#define DIST_TRAIN_WEIGHT_TOL (DIST_TRAIN_LR / 10)
+
 /* ------------------------------------------------------------------------ */
 /* Checks made on every rank                                                */
 

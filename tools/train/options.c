@@ -560,6 +560,14 @@ static int check_options(train_options *o, const char *cmd, char *err, size_t er
                         "--seq-parallel ...)",
                         cmd);
         }
+        if (o->seq_parallel && (o->zero1 || o->no_overlap)) {
+            /* every rank holds the same rows: the gradients are summed over
+             * the ranks' time slices, not averaged over data shards */
+            return errf(err, errlen,
+                        "prnn %s: --%s is for data parallelism; --seq-parallel sums the "
+                        "gradients of the ranks' time slices instead",
+                        cmd, o->zero1 ? "zero1" : "no-overlap");
+        }
         if (train_task_is_synthetic(o->task) && o->seq_len < 4) {
             return errf(err, errlen, "prnn %s: --task %s needs --seq-len of at least 4, got %lld",
                         cmd, train_task_name(o->task), (long long)o->seq_len);
