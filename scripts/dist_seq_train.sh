@@ -10,8 +10,8 @@
 # (residual stream and norm outputs of 3 places, 2 x 3 saved cell values per
 # layer, logits and their gradient over 256 bytes, 3 gradient buffers, the
 # cell's scratch: ~6400 fp32 values), so T = 2^23 needs ~215 GB and fits no
-# single 141 GB H200, while T / NP steps per GPU do (2^24 from NP = 4 up:
-# ~430 GB in all, ~108 GB per GPU at NP = 4). Peak memory is sampled with
+# single 141 GB H200, while T / NP steps per GPU do (2^24 at NP = 4 to 7:
+# ~430 GB in all, ~108 GB per GPU at NP = 4; 2^25 from NP = 8). Peak memory is sampled with
 # nvidia-smi every 0.2 s. Steps: 3 per run (the first, with its
 # allocations, is left out of the rate); about 4 minutes in all on H200s.
 #
@@ -51,8 +51,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The long sequence: 2^23 (2 or 3 GPUs), 2^24 (4 or more; --seq-len's limit).
-if [ "$NP" -ge 4 ]; then big=16777216; else big=8388608; fi
+# The long sequence: 2^23 (2 or 3 GPUs), 2^24 (4 to 7), 2^25 (8 or more):
+# about 108 GB per GPU at the smallest NP of each.
+if [ "$NP" -ge 8 ]; then big=33554432; elif [ "$NP" -ge 4 ]; then big=16777216; else big=8388608; fi
 small=2097152
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none

@@ -180,6 +180,16 @@ static void test_options(void)
                  !strcmp(o.state_path, "out/model.state") && !strcmp(o.log_path, "out/log.tsv"),
              "default files: %s, %s, %s", o.model_path, o.state_path, o.log_path);
 
+    {
+        train_options big;
+        const int rb = parse_words(&big, TRAIN_CMD_TRAIN,
+                                   "--dist --seq-parallel --task adding --seq-len 1073741824 --batch 1",
+                                   err, sizeof err);
+        tu_check(rb == TRAIN_OPTS_OK && big.seq_len == ((int64_t)1 << 30),
+                 "--seq-len 2^30 (one sequence cut over processes) parses (%s)", err);
+        train_options_free(&big);
+    }
+
     rc = parse_words(&o, TRAIN_CMD_TRAIN,
                      "--cell gilr-lstm --layers 3 --hidden=96 --bidirectional --seq-len 4096 "
                      "--batch 4 --steps 20000 --lr 1e-3 --min-lr 0 --warmup 100 --weight-decay 0.1 "
@@ -263,6 +273,7 @@ static void test_options(void)
     bad_option(TRAIN_CMD_TRAIN, "--task adding --data x.txt", "--data goes with --task text");
     bad_option(TRAIN_CMD_TRAIN, "--task adding --seq-len 3", "needs --seq-len of at least 4");
     bad_option(TRAIN_CMD_TRAIN, "--batch 65536 --seq-len 16777216", "more than 2^34 tokens");
+    bad_option(TRAIN_CMD_TRAIN, "--seq-len 1073741825", "--seq-len wants an integer from 1 to 1073741824");
     bad_option(TRAIN_CMD_TRAIN, "--bidirectional --hidden 33",
                "--bidirectional needs an even --hidden");
     bad_option(TRAIN_CMD_SAMPLE, "--top-k 257", "--top-k wants an integer from 0 to 256");

@@ -161,11 +161,12 @@ static const opt_spec specs[] = {
     {"dropout", K_F64, FOR_TRAIN, "Model", "P", 0, 0.95, 0, OFF(dropout), NULL,
      "dropout probability on each layer's output during training, 0 to 0.95", "0"},
 
-    {"seq-len", K_I64, FOR_TRAIN, "Training", "T", 1, 16777216, 0, OFF(seq_len), NULL,
-     "time steps (bytes) per sequence, up to 16777216; the synthetic tasks need at least 4",
+    {"seq-len", K_I64, FOR_TRAIN, "Training", "T", 1, 1073741824, 0, OFF(seq_len), NULL,
+     "time steps (bytes) per sequence, up to 2^30 (cut over the processes with "
+     "--seq-parallel); the synthetic tasks need at least 4",
      "128"},
-    {"seq-len", K_I64, FOR_EVAL, "Evaluation", "T", 1, 16777216, 0, OFF(seq_len), NULL,
-     "time steps (bytes) per sequence, up to 16777216", "the one the model was trained with"},
+    {"seq-len", K_I64, FOR_EVAL, "Evaluation", "T", 1, 1073741824, 0, OFF(seq_len), NULL,
+     "time steps (bytes) per sequence, up to 2^30", "the one the model was trained with"},
     {"batch", K_I64, FOR_TRAIN, "Training", "B", 1, 65536, 0, OFF(batch), NULL,
      "sequences per batch, 1 to 65536", "16"},
     {"batch", K_I64, FOR_EVAL, "Evaluation", "B", 1, 65536, 0, OFF(batch), NULL,
@@ -940,7 +941,7 @@ int train_options_from_checkpoint(train_options *o, const train_st_file *f, trai
         (rc = meta_i64(f, label, "vocab", TRAIN_VOCAB, TRAIN_VOCAB, &vocab, e)) ||
         (rc = meta_enum(f, label, "task", task_names, &task, e)) ||
         (rc = meta_enum(f, label, "data_order", order_names, &order, e)) ||
-        (rc = meta_i64(f, label, "seq_len", 1, 16777216, &seq_len, e))) {
+        (rc = meta_i64(f, label, "seq_len", 1, 1073741824, &seq_len, e))) {
         return rc;
     }
     const char *vf = train_st_meta(f, "val_frac"), *seed = train_st_meta(f, "seed");
