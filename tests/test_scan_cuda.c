@@ -190,15 +190,20 @@ static void download(float *host, const void *d, int64_t n, prnn_dtype dt, void 
 }
 
 /* Long-memory inputs (a near 1): states grow like a random walk and cross
- * zero, so errors are judged against the tensor's RMS, and fp32 allows 4x
- * more (rounding accumulates over ~4096 remembered steps, ~sqrt(4096) eps). */
+ * zero, so errors are judged against the tensor's RMS, and fp32 allows 16x
+ * more. Rounding accumulates over the remembered steps (thousands, up to
+ * all of T when a is within 2^-16 of 1): an fp32 emulation of the chunked
+ * order against the serial loop at T = 65537 (dev/cuda/order_noise.py)
+ * reaches 3.2-3.7e-5 of |ref| + RMS, and another tile shape 4.6e-5, so the
+ * old 4x (4e-5) sat at that noise floor. A carry folded wrongly is off by
+ * about the carry itself, i.e. ~RMS: three orders above this bound. */
 static tolerance scaled(tolerance t, int longmem, const float *ref, int64_t n)
 {
     if (!longmem || n == 0) return t;
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)ref[i] * ref[i];
     t.floor_ = fmax(t.floor_, sqrt(s / (double)n));
-    if (t.tol < 1e-4) t.tol *= 4;
+    if (t.tol < 1e-4) t.tol *= 16;
     return t;
 }
 
