@@ -203,7 +203,7 @@ def measure_row(store, budget, last, fields, fn, nsets=1, compiles=False, extra=
     try:
         r = time_calls(fn, nsets=nsets, budget=budget, warm=2 if compiles else 1, compiles=compiles)
     except TooSlow as e:
-        store.row(**fields, status="skip", short="> 2 s",
+        store.row(**fields, status="skip", short="> 2 s", extra={"seconds": e.seconds},
                   why=f"one call took {e.seconds:.2f} s, over the {LIMIT_S:.0f} s limit")
         last[key] = (T, 1e3 * e.seconds)
         return None

@@ -63,6 +63,7 @@ def parse(argv):
     ap.add_argument("--render-only", action="store_true", help="only write the report from the files in WORK")
     # internal: one section in this process
     ap.add_argument("--section", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)  # a section's own child
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

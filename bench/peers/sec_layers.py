@@ -7,13 +7,27 @@ prnn's minGRU, minLSTM, QRNN (fo-pooling, window 1) and SRU through the
 public cell API (ctypes, on PyTorch's stream), against what a PyTorch user
 would pick: cuDNN's LSTM and GRU (torch.nn), and minGRU written in PyTorch
 with the log-space scan, eager and compiled. Every step computes the input
-gradient and all weight gradients.
+gradient and all weight gradients. cuDNN's cases run in child processes
+of the section (Runner.isolated), so a call that never returns costs its
+case only.
 
 Size letters: B batch rows, T time steps, D input features, H hidden units.
 """
-from common import describe_env, free_cuda, measure_row, recover_cuda, setup_torch_stream
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from common import LIMIT_S, describe_env, free_cuda, measure_row, recover_cuda, row_key, setup_torch_stream
 
 D = H = 1024
+# cuDNN's RNNs run each case in a child process of the section: on an H200
+# its LSTM under bf16 autocast at B = 16, T = 16384 never returned, and a
+# call that never returns would otherwise cost the rest of the section.
+ISOLATED = ("cudnn-lstm", "cudnn-gru")
+CHILD_CAP_S = 120.0  # a case's child is stopped after this (or the section's deadline)
 BS = [16, 1]
 TS = [1024, 4096, 16384, 65536]
 DTYPES = ["bf16", "f32"]
@@ -162,6 +176,77 @@ class Runner:
             free_cuda()
         del x, dy
 
+    def isolated(self, dt, B, T, peers):
+        """peers (cuDNN's) at one case, in a child process (run.py --section
+        layers --in-child) that is stopped after CHILD_CAP_S: its rows come
+        back into this store; a call that never returned leaves a failed row,
+        and the peers it kept from running say so."""
+        todo = []
+        for peer in peers:
+            fields = dict(peer=peer, dtype=dt, B=B, T=T, H=H, mode="step")
+            key = tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+            if key in self.last:  # the linear-in-T skip of measure_row, from this side
+                T0, ms0 = self.last[key]
+                pred = ms0 * 1e-3 * T / T0
+                if pred > LIMIT_S:
+                    self.store.row(**fields, status="skip", short="> 2 s",
+                                   why=f"predicted {pred:.1f} s a call from T = {T0} (linear in T), "
+                                       f"over the {LIMIT_S:.0f} s limit")
+                    continue
+            todo.append(fields)
+        if not todo:
+            return
+        if self.budget.spent(15.0):  # a child needs seconds to start
+            for fields in todo:
+                self.store.row(**fields, status="budget", short="no time", why="the section's time budget was spent")
+            return
+        fd, path = tempfile.mkstemp(prefix="layers-child-", suffix=".json")
+        os.close(fd)
+        cap = min(CHILD_CAP_S, self.budget.left())
+        cmd = [sys.executable, "-u", os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py"),
+               "--section", "layers", "--in-child", "--store", path, "--deadline", repr(self.budget.deadline),
+               "--layer-configs", f"{dt}:{B}:{T}", "--layer-peers", ",".join(f["peer"] for f in todo)]
+        if self.args.lib:
+            cmd += ["--lib", self.args.lib]
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=cap)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "stopped"
+        try:
+            with open(path) as f:
+                got = json.load(f)
+        except Exception:
+            got = {}
+        for q in (path, path + ".tmp"):
+            if os.path.exists(q):
+                os.remove(q)
+        rows = {row_key(r): r for r in got.get("rows", [])}
+        hung = None
+        for fields in todo:
+            r = rows.get(row_key(fields))
+            if r is None:
+                why = (f"not run: the case's process was stopped while {hung} did not return" if hung else
+                       f"the case's process ended (exit {rc}) before this peer ran")
+                self.store.row(**fields, status="fail", short="not run", why=why)
+                continue
+            if r.get("status") == "running":
+                hung = dict((i, l) for i, l, _ in PEERS).get(fields["peer"], fields["peer"])
+                self.store.row(**fields, status="fail", short=f"no return in {cap:.0f} s",
+                               why=f"the call did not return within {cap:.0f} s; its process was stopped")
+                continue
+            self.store.row(**r)
+            key = tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+            if r.get("status") == "ok" and r.get("ms"):
+                self.last[key] = (T, r["ms"])
+            elif (r.get("extra") or {}).get("seconds"):
+                self.last[key] = (T, 1e3 * r["extra"]["seconds"])
+        self.store.data["failures"] += got.get("failures", [])
+        self.store.data["notes"] += [n for n in got.get("notes", []) if n not in self.store.data["notes"]]
+        self.store.flush()
+
     def agreement(self):
         """prnn's minGRU and the PyTorch minGRU on the same weights (fp32, B=2, T=1024)."""
         torch, lib = self.torch, self.lib
@@ -195,8 +280,9 @@ def run(store, budget, args):
     meta["peers"] = [{"id": i, "label": l, "setting": s} for i, l, s in PEERS]
     meta["D"], meta["H"] = D, H
     r = Runner(store, budget, args)
+    child = getattr(args, "in_child", False)
     try:
-        if r.lib:
+        if r.lib and not child:
             r.agreement()
     except Exception as e:
         store.fail("minGRU agreement check", e)
@@ -207,13 +293,20 @@ def run(store, budget, args):
         cfgs = [c for c in cfgs if c in want]
     only = set(args.layer_peers.split(",")) if getattr(args, "layer_peers", None) else None
     eager = [p for p in PEER_IDS if not p.endswith("compiled") and (only is None or p in only)]
+    here = eager if child else [p for p in eager if p not in ISOLATED]
+    apart = [] if child else [p for p in eager if p in ISOLATED]
     for dt, B, T in cfgs:
         print(f"  layer step {dt} B={B} T={T}", flush=True)
         try:
-            r.config(dt, B, T, eager)
+            r.config(dt, B, T, here)
         except Exception as e:
             store.fail(f"config {dt} B={B} T={T}", e)
             r.recover()
+        if apart:
+            try:
+                r.isolated(dt, B, T, apart)
+            except Exception as e:
+                store.fail(f"config {dt} B={B} T={T} (cuDNN, in a child)", e)
     for dt, B, T in cfgs:
         if only is not None and "torch-mingru-compiled" not in only:
             break
