@@ -156,6 +156,20 @@ int main(void)
     tu_check(rc == 0 && output_has("bits/byte"), "eval scores a file: exit %d", rc);
     show_output_if(rc != 0);
 
+    /* A bidirectional model trains and saves, then says why it shows no
+     * sample (it cannot generate); prnn sample refuses its checkpoint. */
+    snprintf(args, sizeof args,
+             "--bidirectional --steps 2 --warmup 0 --hidden 8 --layers 1 --seq-len 16 --batch 2 "
+             "--eval-interval 0 --threads 2 --out %s/bi", g_dir);
+    rc = run(train_cmd_train, args);
+    tu_check(rc == 0 && output_has("no sample: a bidirectional model"),
+             "bidirectional training ends with exit 0 and says why there is no sample: exit %d", rc);
+    show_output_if(rc != 0);
+    snprintf(args, sizeof args, "--checkpoint %s/bi/model.safetensors", g_dir);
+    rc = run(train_cmd_sample, args);
+    tu_check(rc == 1 && output_has("cannot generate"),
+             "prnn sample on a bidirectional checkpoint: exit %d with a message", rc);
+
     /* bad arguments: exit 2 */
     rc = run(train_cmd_train, "--hidden 0");
     tu_check(rc == 2 && output_has("--hidden"), "train --hidden 0: exit %d, names the option", rc);

@@ -555,7 +555,9 @@ static void print_config(const trainer *t)
                (double)t->P * mib);
     else
         printf("  optim   AdamW moments %.2f MiB per process\n", (double)t->P * mib);
-    if (o->dist)
+    if (o->dist && o->seq_parallel)
+        printf("  dist    gradients summed over the processes' time slices after the backward\n");
+    else if (o->dist)
         printf("  dist    gradients averaged %s\n",
                o->no_overlap ? "after the backward (--no-overlap)"
                              : "while the backward runs, in buckets of up to 4 MiB as layers finish");
@@ -773,7 +775,10 @@ int train_cmd_train(int argc, char **argv)
             printf(" %s %.3f (%.0f%%)%s", names[i], phase[i] * 1e3 / (double)(done_here - 1),
                    tot > 0 ? 100.0 * phase[i] / tot : 0.0, i < 3 ? "," : "\n");
     }
-    if (!g_stop && lead) {
+    if (!g_stop && lead && o->bidirectional) {
+        printf("\nno sample: a bidirectional model sees the future of every step, so it "
+               "cannot generate (prnn eval scores it)\n");
+    } else if (!g_stop && lead) {
         printf("\nsample (temperature %.2f):\n", o->temperature);
         if (generate(t->ctx, t->model, "The ", 300, o->temperature, o->top_k, o->seed, stdout) != 0)
             goto done;
