@@ -550,7 +550,7 @@ static void print_config(const trainer *t)
     const double mib = 8.0 / (1 << 20); /* two fp32 moments per parameter */
     if (train_dist_sharded(t->dist))
         printf("  optim   AdamW moments %.2f MiB per process (ZeRO-1: this one holds %lld of the "
-               "%lld parameters' moments; %.1f MiB unsharded)\n",
+               "%lld parameters' moments; %.2f MiB unsharded)\n",
                (double)(t->hi - t->lo) * mib, (long long)(t->hi - t->lo), (long long)t->P,
                (double)t->P * mib);
     else
