@@ -9,6 +9,7 @@
 #define PRNN_TEST_CMD_H
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,37 @@ static inline int tc_file_has(const char *path, const char *text)
     const int r = s && strstr(s, text) != NULL;
     free(s);
     return r;
+}
+
+/* The largest differences between two training runs' output directories:
+ * losses of log.tsv (relative) and final weights of model.safetensors
+ * (absolute). *nl is the number of losses when both logs have as many, else
+ * -1; *err_w is INFINITY when a checkpoint is missing or their sizes
+ * differ. */
+static inline void tc_compare_runs(const char *a, const char *b, double *err_loss, double *err_w,
+                                   int *nl)
+{
+    char pa[1024], pb[1024];
+    double l1[64], l2[64];
+    *err_loss = *err_w = 0;
+    snprintf(pa, sizeof pa, "%s/log.tsv", a);
+    snprintf(pb, sizeof pb, "%s/log.tsv", b);
+    const int n1 = tc_log_losses(pa, l1, 64), n2 = tc_log_losses(pb, l2, 64);
+    *nl = n1 == n2 ? n1 : -1;
+    for (int i = 0; i < n1 && i < n2; i++) {
+        const double e = fabs(l1[i] - l2[i]) / fabs(l1[i]);
+        if (!(e <= *err_loss)) *err_loss = e;
+    }
+    snprintf(pa, sizeof pa, "%s/model.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/model.safetensors", b);
+    int64_t c1 = 0, c2 = 0;
+    float *w1 = tc_weights(pa, &c1), *w2 = tc_weights(pb, &c2);
+    for (int64_t i = 0; w1 && w2 && i < c1 && i < c2; i++) {
+        const double e = fabs((double)w1[i] - (double)w2[i]);
+        if (!(e <= *err_w)) *err_w = e;
+    }
+    if (!w1 || !w2 || c1 != c2 || c1 == 0) *err_w = INFINITY;
+    free(w1), free(w2);
 }
 
 #endif /* PRNN_TEST_CMD_H */

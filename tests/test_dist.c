@@ -474,11 +474,7 @@ static char g_dir[256];
 static void check_trainer(void)
 {
     if (g_rank == 0) printf("\n== prnn train --dist vs one process ==\n");
-    if (g_rank == 0) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/prnn_test_dist_XXXXXX");
-        if (!mkdtemp(g_dir)) g_dir[0] = 0;
-    }
-    MPI_Bcast(g_dir, sizeof g_dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    dist_tmpdir(g_dir, sizeof g_dir, "/tmp/prnn_test_dist_XXXXXX");
     if (!g_dir[0]) {
         dcheck(0, 0, "cannot make a temporary directory");
         return;
@@ -510,30 +506,14 @@ static void check_trainer(void)
         if (rc2 != 0) tc_show(out);
 
         double err_loss = 0, err_w = 0;
-        int nl1 = 0, nl2 = 0;
-        int64_t n1 = 0, n2 = 0;
+        int nl = 0;
         if (g_rank == 0) {
-            double l1[16], l2[16];
-            snprintf(a, sizeof a, "%s/one%zu/log.tsv", g_dir, k);
-            snprintf(b, sizeof b, "%s/dist%zu/log.tsv", g_dir, k);
-            nl1 = tc_log_losses(a, l1, 16), nl2 = tc_log_losses(b, l2, 16);
-            for (int i = 0; i < nl1 && i < nl2; i++) {
-                const double e = fabs(l1[i] - l2[i]) / fabs(l1[i]);
-                if (!(e <= err_loss)) err_loss = e;
-            }
-            snprintf(a, sizeof a, "%s/one%zu/model.safetensors", g_dir, k);
-            snprintf(b, sizeof b, "%s/dist%zu/model.safetensors", g_dir, k);
-            float *w1 = tc_weights(a, &n1), *w2 = tc_weights(b, &n2);
-            for (int64_t i = 0; w1 && w2 && i < n1 && i < n2; i++) {
-                const double e = fabs((double)w1[i] - (double)w2[i]);
-                if (!(e <= err_w)) err_w = e;
-            }
-            if (!w1 || !w2) err_w = INFINITY;
-            free(w1), free(w2);
+            snprintf(a, sizeof a, "%s/one%zu", g_dir, k);
+            snprintf(b, sizeof b, "%s/dist%zu", g_dir, k);
+            tc_compare_runs(a, b, &err_loss, &err_w, &nl);
         }
         const int ok = rc1 == 0 && rc2 == 0 &&
-                       (g_rank != 0 || (nl1 == 5 && nl2 == 5 && n1 == n2 && n1 > 0 &&
-                                        err_loss <= 1e-4 && err_w <= DIST_TRAIN_WEIGHT_TOL));
+                       (g_rank != 0 || (nl == 5 && err_loss <= 1e-4 && err_w <= DIST_TRAIN_WEIGHT_TOL));
         dcheck(ok, err_w, "%s: exit %d and %d, losses of 5 steps agree (rel err %.1e, tol "
                "1e-4), weights (abs err, tol %.0e)", runs[k].what, rc1, rc2, err_loss,
                DIST_TRAIN_WEIGHT_TOL);
@@ -785,25 +765,9 @@ static void compare_runs(const char *a, const char *b, double *err_loss, double 
     *nl = 0;
     if (g_rank != 0) return;
     char pa[512], pb[512];
-    double l1[32], l2[32];
-    snprintf(pa, sizeof pa, "%s/%s/log.tsv", g_dir, a);
-    snprintf(pb, sizeof pb, "%s/%s/log.tsv", g_dir, b);
-    const int n1 = tc_log_losses(pa, l1, 32), n2 = tc_log_losses(pb, l2, 32);
-    *nl = n1 == n2 ? n1 : -1;
-    for (int i = 0; i < n1 && i < n2; i++) {
-        const double e = fabs(l1[i] - l2[i]) / fabs(l1[i]);
-        if (!(e <= *err_loss)) *err_loss = e;
-    }
-    snprintf(pa, sizeof pa, "%s/%s/model.safetensors", g_dir, a);
-    snprintf(pb, sizeof pb, "%s/%s/model.safetensors", g_dir, b);
-    int64_t c1 = 0, c2 = 0;
-    float *w1 = tc_weights(pa, &c1), *w2 = tc_weights(pb, &c2);
-    for (int64_t i = 0; w1 && w2 && i < c1 && i < c2; i++) {
-        const double e = fabs((double)w1[i] - (double)w2[i]);
-        if (!(e <= *err_w)) *err_w = e;
-    }
-    if (!w1 || !w2 || c1 != c2 || c1 == 0) *err_w = INFINITY;
-    free(w1), free(w2);
+    snprintf(pa, sizeof pa, "%s/%s", g_dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", g_dir, b);
+    tc_compare_runs(pa, pb, err_loss, err_w, nl);
 }
 
 /*

@@ -11,6 +11,7 @@
  * Size letters: B batch rows, T global time steps, Tr a rank's steps,
  * V vocabulary, P parameters, N ranks.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp (test_dist_util.h) */
 #include <cuda_runtime.h>
 
 #include "test_dist_util.h"
@@ -129,26 +130,11 @@ static void check_variant(const variant *v, prnn_dtype dt)
 
 int main(void)
 {
-    prnn_dist_info info;
-    prnn_status s = prnn_dist_mpi_start(&info);
-    if (s != PRNN_OK) {
-        fprintf(stderr, "cannot start MPI: %s\n", prnn_strerror(s));
-        return 2;
-    }
-    g_rank = info.rank, g_size = info.size;
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-    int enough = devices >= info.local_size, all = 0;
-    MPI_Allreduce(&enough, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all) {
-        if (g_rank == 0) {
-            printf("fewer CUDA devices than processes on a node (%d here for %d): GPU tests "
-                   "skipped\n", devices, info.local_size);
-            printf("0 passed, 0 failed\n");
-        }
-        prnn_dist_mpi_stop();
-        return 0;
-    }
+    prnn_dist_info info;
+    const int go = dist_gpu_suite_start(devices, &info);
+    if (go <= 0) return go < 0 ? 2 : 0;
     CUDA_CHECK(cudaSetDevice(info.local_rank));
     prnn_ctx_config cfg = prnn_ctx_config_default();
     cfg.device = PRNN_DEVICE_CUDA;

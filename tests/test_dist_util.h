@@ -4,14 +4,16 @@
  * by rank 0, and the global scan problem every rank draws from the same
  * seed, with its one-process reference in double and each rank's segment.
  *
- * Header-only, like test_util.h. Size letters: B batch rows, T global time
- * steps, Tr a rank's steps, H channels, N ranks.
+ * Header-only, like test_util.h; the including file defines
+ * _POSIX_C_SOURCE (mkdtemp) before any header. Size letters: B batch rows,
+ * T global time steps, Tr a rank's steps, H channels, N ranks.
  */
 #ifndef PRNN_TEST_DIST_UTIL_H
 #define PRNN_TEST_DIST_UTIL_H
 
 #include <mpi.h>
 
+#include "prnn_dist.h"
 #include "test_util.h"
 
 static int g_rank, g_size;
@@ -29,6 +31,41 @@ static prnn_ctx *g_cpu; /* the oracle's: CPU, one thread (the ranks share the co
 
 /* ------------------------------------------------------------------------ */
 /* Checks made on every rank                                                */
+
+/* The GPU suites' start: MPI, the rank and size, and whether every node has
+ * a CUDA device per process (devices: this node's count). 1: go on; 0: rank
+ * 0 said why the suite is skipped and MPI is stopped (exit 0); -1: MPI did
+ * not start (exit 2). */
+static inline int dist_gpu_suite_start(int devices, prnn_dist_info *info)
+{
+    prnn_status s = prnn_dist_mpi_start(info);
+    if (s != PRNN_OK) {
+        fprintf(stderr, "cannot start MPI: %s\n", prnn_strerror(s));
+        return -1;
+    }
+    g_rank = info->rank, g_size = info->size;
+    int enough = devices >= info->local_size, all = 0;
+    MPI_Allreduce(&enough, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) return 1;
+    if (g_rank == 0) {
+        printf("fewer CUDA devices than processes on a node (%d here for %d): GPU tests skipped\n",
+               devices, info->local_size);
+        printf("0 passed, 0 failed\n");
+    }
+    prnn_dist_mpi_stop();
+    return 0;
+}
+
+/* A temporary directory made by rank 0 from template (ending in XXXXXX) and
+ * known to every rank; dir[0] == 0 everywhere when it could not be made. */
+static inline void dist_tmpdir(char *dir, size_t n, const char *template_)
+{
+    if (g_rank == 0) {
+        snprintf(dir, n, "%s", template_);
+        if (!mkdtemp(dir)) dir[0] = 0;
+    }
+    MPI_Bcast(dir, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
 
 /* Passes when ok on every rank; err is this rank's measured error, and the
  * line shows the largest over the ranks and its rank. */
