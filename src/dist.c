@@ -811,6 +811,22 @@ static prnn_status upload_lengths(prnn_dist *d, const dist_call *c, dist_ws *w)
 /* ------------------------------------------------------------------------ */
 /* Sequence parallel scan: forward and backward                             */
 
+/* The start both directions share: the workspace for K summary tensors
+ * (when this rank found nothing wrong, s == PRNN_OK), then dist_begin's
+ * verdict, the same on every rank. */
+static prnn_status dist_open(prnn_dist *d, const prnn_scan_desc *desc, prnn_status s, int K,
+                             dist_call *c, dist_ws *w)
+{
+    memset(c, 0, sizeof *c);
+    memset(w, 0, sizeof *w);
+    if (s == PRNN_OK) {
+        c->BH = desc->B * desc->H, c->f64 = desc->dtype == PRNN_DTYPE_F64;
+        c->local = *desc;
+        s = take_workspace(d, c, K, w);
+    }
+    return dist_begin(d, desc, s, c);
+}
+
 prnn_status prnn_dist_scan_forward(prnn_dist *d, const prnn_scan_desc *desc, void *h, void *hT,
                                    const void *a, const void *b, const void *h0)
 {
@@ -820,14 +836,7 @@ prnn_status prnn_dist_scan_forward(prnn_dist *d, const prnn_scan_desc *desc, voi
     if (s == PRNN_OK && (!h || !a || !b)) s = PRNN_ERR_NULL_POINTER;
     dist_call c;
     dist_ws w;
-    memset(&c, 0, sizeof c);
-    memset(&w, 0, sizeof w);
-    if (s == PRNN_OK) {
-        c.BH = desc->B * desc->H, c.f64 = desc->dtype == PRNN_DTYPE_F64;
-        c.local = *desc;
-        s = take_workspace(d, &c, PRNN_DIST_KF, &w);
-    }
-    s = dist_begin(d, desc, s, &c);
+    s = dist_open(d, desc, s, PRNN_DIST_KF, &c, &w);
     if (s != PRNN_OK) return s;
     const int K = PRNN_DIST_KF, N = d->size;
     const int64_t BH = c.BH;
@@ -875,14 +884,7 @@ prnn_status prnn_dist_scan_backward(prnn_dist *d, const prnn_scan_desc *desc, vo
     if (s == PRNN_OK && (!da || !db || !a || !h)) s = PRNN_ERR_NULL_POINTER;
     dist_call c;
     dist_ws w;
-    memset(&c, 0, sizeof c);
-    memset(&w, 0, sizeof w);
-    if (s == PRNN_OK) {
-        c.BH = desc->B * desc->H, c.f64 = desc->dtype == PRNN_DTYPE_F64;
-        c.local = *desc;
-        s = take_workspace(d, &c, PRNN_DIST_KB, &w);
-    }
-    s = dist_begin(d, desc, s, &c);
+    s = dist_open(d, desc, s, PRNN_DIST_KB, &c, &w);
     if (s != PRNN_OK) return s;
     const int K = PRNN_DIST_KB, N = d->size;
     const int64_t BH = c.BH;
