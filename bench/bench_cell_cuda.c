@@ -69,6 +69,7 @@
 
 #include "cell_internal.h" /* prnn_cuda_cell_*, prnn_gemm: the step's parts timed alone */
 #include "check.h"
+#include "bench_cuda.h"
 
 #define CUBLAS_CHECK(call)                                                                         \
     do {                                                                                           \
@@ -86,18 +87,6 @@
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
-
-static int cmp_float(const void *x, const void *y)
-{
-    const float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double now_s(void)
 {
@@ -161,36 +150,6 @@ static void fill(void *d, int64_t n, prnn_dtype dt, cudaStream_t s)
         CUDA_CHECK(cudaMemcpyAsync((char *)d + (size_t)i * es, src, (size_t)m * es,
                                    cudaMemcpyDeviceToDevice, s));
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Copy roofline                                                            */
-
-static double copy_bandwidth(cudaStream_t s)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *x, *y;
-    CUDA_CHECK(cudaMalloc(&x, bytes));
-    CUDA_CHECK(cudaMalloc(&y, bytes));
-    CUDA_CHECK(cudaMemsetAsync(x, 1, bytes, s));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    float ms[25];
-    for (int i = 0; i < 3; i++) CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-    for (int i = 0; i < 25; i++) {
-        CUDA_CHECK(cudaEventRecord(e0, s));
-        CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-        CUDA_CHECK(cudaEventRecord(e1, s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    const double t = median(ms, 25) * 1e-3;
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    CUDA_CHECK(cudaFree(x));
-    CUDA_CHECK(cudaFree(y));
-    return 2.0 * (double)bytes / t; /* read + write */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -604,12 +563,12 @@ static double time_ms(const work *w, int reps, double *fwd_ms, double *bwd_ms)
         CUDA_CHECK(cudaEventElapsedTime(&tf[i], e0, e1));
         CUDA_CHECK(cudaEventElapsedTime(&tb[i], e1, e2));
     }
-    if (fwd_ms) *fwd_ms = median(tf, reps);
-    if (bwd_ms) *bwd_ms = median(tb, reps);
+    if (fwd_ms) *fwd_ms = bench_median(tf, reps);
+    if (bwd_ms) *bwd_ms = bench_median(tb, reps);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     CUDA_CHECK(cudaEventDestroy(e2));
-    return median(t, reps);
+    return bench_median(t, reps);
 }
 
 static int reps_for(double ms, int quick)
@@ -765,7 +724,7 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     make_block();
-    const double bw = copy_bandwidth(s);
+    const double bw = bench_copy_bandwidth(s);
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n",
            bw * 1e-9);

@@ -22,22 +22,11 @@
 #include "prnn.h"
 
 #include "check.h"
+#include "bench_cuda.h"
 
 #define MAX_REPS 64
 #define MEM_BUDGET ((double)40 * (1 << 30)) /* bytes of tensors one shape may use */
 #define SERIAL_LIMIT_S 2.0                  /* skip SERIAL calls slower than this */
-
-static int cmp_float(const void *x, const void *y)
-{
-    const float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Inputs: a random block on the host, tiled over the device buffer          */
@@ -90,36 +79,6 @@ static void fill_device(void *d, int64_t n, prnn_dtype dt, double lo, double hi,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Copy roofline                                                            */
-
-static double copy_bandwidth(cudaStream_t s)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *x, *y;
-    CUDA_CHECK(cudaMalloc(&x, bytes));
-    CUDA_CHECK(cudaMalloc(&y, bytes));
-    CUDA_CHECK(cudaMemset(x, 1, bytes));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    float ms[25];
-    for (int i = 0; i < 3; i++) CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-    for (int i = 0; i < 25; i++) {
-        CUDA_CHECK(cudaEventRecord(e0, s));
-        CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-        CUDA_CHECK(cudaEventRecord(e1, s));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    const double t = median(ms, 25) * 1e-3;
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    CUDA_CHECK(cudaFree(x));
-    CUDA_CHECK(cudaFree(y));
-    return 2.0 * (double)bytes / t; /* read + write */
-}
-
-/* ------------------------------------------------------------------------ */
 /* Timing                                                                   */
 
 typedef struct {
@@ -168,7 +127,7 @@ static double time_scan(prnn_ctx *ctx, cudaStream_t s, const prnn_scan_desc *d, 
         }
         ms[i] = t;
     }
-    out = median(ms, reps);
+    out = bench_median(ms, reps);
 done:
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
@@ -229,7 +188,7 @@ int main(int argc, char **argv)
     cudaStream_t s = (cudaStream_t)prnn_ctx_cuda_stream(ctx);
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = copy_bandwidth(s);
+    const double bw = bench_copy_bandwidth(s);
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n\n",
            bw * 1e-9);
