@@ -85,6 +85,12 @@ def row_key(r):
     return tuple(r.get(k) for k in ROW_KEYS)
 
 
+def series_key(fields):
+    """A peer's series over T (every field but T): the key of measure_row's
+    `last` map, for the linear-in-T prediction."""
+    return tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+
+
 def short_error(exc):
     """A table cell's worth of an exception (the full text goes to the failures list)."""
     s = str(exc)
@@ -188,7 +194,7 @@ def measure_row(store, budget, last, fields, fn, nsets=1, compiles=False, extra=
     timing dict or None.
     """
     T = fields["T"]
-    key = tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+    key = series_key(fields)
     if key in last:
         T0, ms0 = last[key]
         pred = ms0 * 1e-3 * T / T0

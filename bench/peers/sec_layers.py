@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-from common import LIMIT_S, describe_env, free_cuda, measure_row, recover_cuda, row_key, setup_torch_stream
+from common import (LIMIT_S, describe_env, free_cuda, measure_row, recover_cuda, row_key, series_key,
+                    setup_torch_stream)
 
 D = H = 1024
 # cuDNN's RNNs run each case in a child process of the section: on an H200
@@ -184,7 +185,7 @@ class Runner:
         todo = []
         for peer in peers:
             fields = dict(peer=peer, dtype=dt, B=B, T=T, H=H, mode="step")
-            key = tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+            key = series_key(fields)
             if key in self.last:  # the linear-in-T skip of measure_row, from this side
                 T0, ms0 = self.last[key]
                 pred = ms0 * 1e-3 * T / T0
@@ -238,7 +239,7 @@ class Runner:
                                why=f"the call did not return within {cap:.0f} s; its process was stopped")
                 continue
             self.store.row(**r)
-            key = tuple(sorted((k, v) for k, v in fields.items() if k != "T"))
+            key = series_key(fields)
             if r.get("status") == "ok" and r.get("ms"):
                 self.last[key] = (T, r["ms"])
             elif (r.get("extra") or {}).get("seconds"):
