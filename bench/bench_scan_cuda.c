@@ -1,17 +1,19 @@
 /*
  * bench_scan_cuda.c - speed of the CUDA scan against the card's copy
  * roofline. One run measures the device-to-device copy bandwidth (bytes read
- * + written), then times every algorithm (CHUNKED, TREE, SERIAL) and storage
- * dtype over B*H in {64, 256, 16384, 12288} x T in {4096, 65536, 1048576},
- * forward and forward+backward, and prints ms, GB/s, the fraction of the
- * roofline and CHUNKED's speed-up over SERIAL, then a markdown table.
+ * + written), then times every algorithm (AUTO, the default, then CHUNKED,
+ * STRIPED, TREE, SERIAL) and storage dtype over B*H in {64, 256, 16384,
+ * 12288} x T in {4096, 65536, 1048576}, forward and forward+backward, and
+ * prints ms, GB/s, the fraction of the roofline and AUTO's speed-up over
+ * SERIAL, then a markdown table.
  *
  * Bytes moved per element: fp32 12 forward (read a, b; write h) and 32
  * forward+backward (backward reads a, h, dh, writes da, db); bf16/fp16 half.
  *
  * Size letters: B batch rows, T time steps, H channels.
  *
- * Usage: prnn_bench_cuda [--quick] [--dtype f32|bf16|f16|all] [--algo chunked|tree|serial|all]
+ * Usage: prnn_bench_cuda [--quick] [--dtype f32|bf16|f16|all]
+ *                        [--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH]
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -150,7 +152,7 @@ static const result *find(prnn_scan_algo algo, const result *r)
 
 int main(int argc, char **argv)
 {
-    int quick = 0, dt_mask = 3 /* f32, bf16 */, algo_mask = 7;
+    int quick = 0, dt_mask = 3 /* f32, bf16 */, algo_mask = 31;
     long long oB = 0, oT = 0, oH = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
@@ -165,14 +167,20 @@ int main(int argc, char **argv)
                       : !strcmp(v, "all") ? 7 : 0;
         } else if (!strcmp(argv[i], "--algo") && i + 1 < argc) {
             const char *v = argv[++i];
-            algo_mask = !strcmp(v, "chunked") ? 1 : !strcmp(v, "tree") ? 2 : !strcmp(v, "serial") ? 4
-                        : !strcmp(v, "all") ? 7 : 0;
+            algo_mask = !strcmp(v, "auto")      ? 1
+                        : !strcmp(v, "chunked") ? 2
+                        : !strcmp(v, "striped") ? 4
+                        : !strcmp(v, "tree")    ? 8
+                        : !strcmp(v, "serial")  ? 16
+                        : !strcmp(v, "fast")    ? 7 /* auto, chunked, striped */
+                        : !strcmp(v, "all")     ? 31
+                                                : 0;
         } else {
             dt_mask = 0;
         }
         if (!dt_mask || !algo_mask) {
             fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|f16|all] "
-                            "[--algo chunked|tree|serial|all] [--shape BxTxH]\n", argv[0]);
+                            "[--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH]\n", argv[0]);
             return 2;
         }
     }
@@ -200,7 +208,9 @@ int main(int argc, char **argv)
     const int one_shape = oB > 0;
     if (one_shape) shapes_bh[0][0] = oB, shapes_bh[0][1] = oH, Ts[0] = oT;
     const prnn_dtype dts[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
-    const prnn_scan_algo algos[] = {PRNN_SCAN_CHUNKED, PRNN_SCAN_TREE, PRNN_SCAN_SERIAL};
+    const prnn_scan_algo algos[] = {PRNN_SCAN_AUTO, PRNN_SCAN_CHUNKED, PRNN_SCAN_STRIPED,
+                                    PRNN_SCAN_TREE, PRNN_SCAN_SERIAL};
+    const int nalgos = (int)(sizeof algos / sizeof algos[0]);
     const int reps = quick ? 10 : 15;
 
     void *block = malloc((size_t)BLOCK_ELEMS * 4);
@@ -244,7 +254,7 @@ int main(int argc, char **argv)
                 fill_device(bf.dhT, B * H, PRNN_DTYPE_F32, -1.0, 1.0, block);
                 CUDA_CHECK(cudaDeviceSynchronize());
 
-                for (int ai = 0; ai < 3; ai++) {
+                for (int ai = 0; ai < nalgos; ai++) {
                     if (!(algo_mask >> ai & 1)) continue;
                     prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
                     d.dtype = dt;
@@ -296,7 +306,7 @@ int main(int argc, char **argv)
         const double gf = n * es * 3.0 / (r->fwd_ms * 1e-3), gfb = n * es * 8.0 / (r->fb_ms * 1e-3);
         char sp[64] = "-", spb[64] = "-";
         const result *ser = find(PRNN_SCAN_SERIAL, r);
-        if (r->algo == PRNN_SCAN_CHUNKED && ser && ser->fwd_ms > 0 && ser->fb_ms > 0) {
+        if (r->algo == PRNN_SCAN_AUTO && ser && ser->fwd_ms > 0 && ser->fb_ms > 0) {
             snprintf(sp, sizeof sp, "%.1f", ser->fwd_ms / r->fwd_ms);
             snprintf(spb, sizeof spb, "%.1f", ser->fb_ms / r->fb_ms);
         }

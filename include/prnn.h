@@ -158,6 +158,9 @@ typedef enum prnn_scan_algo {
                            chunks, merged level by level up a tree */
     PRNN_SCAN_CHUNKED,  /* GPU single-pass chunked scan with decoupled look-back
                            (on the CPU: the same as TREE) */
+    PRNN_SCAN_STRIPED,  /* GPU: one block carries a stripe of channels through
+                           the whole sequence, no look-back; for large B*H
+                           (on the CPU: the same as TREE) */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 

@@ -32,6 +32,7 @@ const char *prnn_scan_algo_name(prnn_scan_algo algo)
     case PRNN_SCAN_SERIAL: return "serial";
     case PRNN_SCAN_TREE: return "tree";
     case PRNN_SCAN_CHUNKED: return "chunked";
+    case PRNN_SCAN_STRIPED: return "striped";
     case PRNN_SCAN_ALGO_COUNT_: break;
     }
     return "unknown";

@@ -1,7 +1,7 @@
 /*
  * scan_cuda.cu - the CUDA backend of prnn: context resources (device,
  * stream, workspace) and the linear scan h_t = a_t * h_{t-1} + b_t, forward
- * and backward, in three algorithms:
+ * and backward, in four algorithms:
  *
  *   CHUNKED  single pass with decoupled look-back (the default): each thread
  *            block owns (row b, a tile of columns, a chunk of time), keeps its
@@ -12,12 +12,16 @@
  *   TREE     the source design: serial local states inside chunks of 32 steps,
  *            merged level by level up a tree, carries pushed down the tree,
  *            and the local kernel again with each chunk's carry-in.
+ *   STRIPED  for many channels: one block carries a stripe of channels
+ *            through the whole row, tile after tile; no look-back, no
+ *            workspace. AUTO takes it when B * H gives every SM two or more
+ *            blocks, CHUNKED otherwise.
  *   SERIAL   one thread per channel looping over t: the O(T) baseline.
  *
  * All arithmetic and every carry is fp32; a, b, h, dh, da, db are stored as
  * fp32, bf16 or fp16; states h0, hT, dhT, dh0 are fp32. The per-step access
  * rules (reverse, lengths, the backward's shifted coefficient) live in
- * scan_cuda.cuh and are shared by the three algorithms.
+ * scan_cuda.cuh and are shared by all four.
  *
  * Size letters: B batch rows, T time steps, H channels. Tensors (B, T, H)
  * with H contiguous; states (B, H).
@@ -688,6 +692,264 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
 } // namespace
 
 /* ======================================================================== */
+/* STRIPED: one block carries a stripe of channels through the whole row    */
+/*
+ * With many channels the look-back is work for nothing: there are enough
+ * independent channel stripes to fill the card without cutting T. A block
+ * owns CW consecutive channels of one row, a stripe whose time rows are 128
+ * bytes (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths: 32),
+ * so every warp instruction reads whole lines, and walks the row tile by
+ * tile. A warp is CL column lanes x TW time lanes; the block's 8 warps stack
+ * TL = 8 x TW time lanes, each with S steps:
+ *
+ *  1. each lane holds its S steps in registers (loaded while the previous
+ *     tile was scanned) and reduces them to its summary (A, B), after
+ *     issuing the loads of its next tile's steps;
+ *  2. a shuffle scan over the warp's TW time lanes; each warp leaves its
+ *     aggregate in shared memory;
+ *  3. the carry entering the tile goes through the warps' aggregates, giving
+ *     the state entering each warp; each lane applies its in-warp prefix,
+ *     re-runs its S steps and writes the outputs once;
+ *  4. the carry leaving the tile stays in registers for the next one.
+ *
+ * Step 3 two ways. With 4 floats a lane (fp32 vectors, scalars) every lane
+ * composes the 8 aggregates itself and keeps the carry (one barrier a tile,
+ * the aggregates double-buffered by tile parity). With 8 floats a lane
+ * (16-bit vectors) that redundant work costs more than a second barrier:
+ * warp 0 carries each column through the aggregates and leaves the state
+ * entering every warp in shared memory (dev/cuda/README.md has both
+ * measured).
+ *
+ * No flags, tickets or workspace; each element is read and written once.
+ */
+
+namespace {
+
+constexpr int kStripeWarps = kThreads / 32;
+/* Column lanes per warp: 128 bytes of a time row. */
+template <typename T, int VEC> constexpr int stripe_cl()
+{
+    return VEC == 1 ? 32 : 128 / (VEC * (int)sizeof(T));
+}
+
+template <typename T, int VEC, bool BWD, int S, int MB>
+__global__ void __launch_bounds__(kThreads, MB)
+    striped_scan_kernel(const scan_params p, const int64_t nstripes)
+{
+    constexpr int CL = stripe_cl<T, VEC>(), TW = 32 / CL, TL = kStripeWarps * TW;
+    constexpr int CW = CL * VEC;
+    constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
+    constexpr unsigned kAll = 0xffffffffu;
+    constexpr bool kWarp0 = VEC > 4;              /* step 3 by warp 0 */
+    constexpr int NC = kWarp0 ? (CW + 31) / 32 : VEC; /* carries a lane keeps */
+    using R = typename reg_of<T, VEC>::type;
+    __shared__ __align__(16) float sA[2][kStripeWarps][CW]; /* warp aggregates, by tile parity */
+    __shared__ __align__(16) float sB[2][kStripeWarps][CW];
+    __shared__ __align__(16) float sS[kWarp0 ? kStripeWarps : 1][kWarp0 ? CW : 1]; /* state entering each warp */
+
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int cl = lane % CL, tw = lane / CL, tl = w * TW + tw;
+    const int64_t b = (int64_t)blockIdx.x / nstripes, stripe = (int64_t)blockIdx.x - b * nstripes;
+    const int64_t col = stripe * CW + (int64_t)cl * VEC;
+    const bool col_ok = col < p.H;
+    const int64_t row = b * p.T, L = row_length(p, b);
+
+    /* carry[j]: the state of stripe column cc(j), kept by every lane of
+     * that column (kWarp0: by lane j of warp 0 only) */
+    auto cc = [&](int j) -> int { return kWarp0 ? lane + 32 * j : cl * VEC + j; };
+    const bool keeps = kWarp0 ? w == 0 : true;
+    float carry[NC];
+#pragma unroll
+    for (int j = 0; j < NC; j++)
+        carry[j] = keeps && cc(j) < CW && stripe * CW + cc(j) < p.H
+                       ? state_in<BWD>(p, b, stripe * CW + cc(j)) : 0.0f;
+
+    /* x, y: this tile's steps; the next tile's load into xn, yn while this
+     * one is scanned and written */
+    R x[S], y[S];
+#pragma unroll
+    for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, (int64_t)tl * S + k, L, col, col_ok, x[k], y[k]);
+
+    int par = 0;
+    for (int64_t tile = 0; tile < p.T; tile += STEPS, par ^= 1) {
+        const int64_t u0 = tile + (int64_t)tl * S;
+        R xn[S], yn[S];
+#pragma unroll
+        for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, u0 + STEPS + k, L, col, col_ok, xn[k], yn[k]);
+        /* backward: h_{s-1} of this tile's steps, needed only at the end */
+        float hp[BWD ? S : 1][VEC];
+        if constexpr (BWD) {
+#pragma unroll
+            for (int k = 0; k < S; k++) load_hprev<T, VEC>(p, b, u0 + k, L, col, col_ok, hp[k]);
+        }
+
+        float A[VEC], Bs[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
+#pragma unroll
+        for (int k = 0; k < S; k++) {
+            float xs[VEC], ys[VEC];
+            reg_get<T, VEC>(x[k], xs);
+            reg_get<T, VEC>(y[k], ys);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                Bs[v] = xs[v] * Bs[v] + ys[v];
+                A[v] = xs[v] * A[v];
+            }
+        }
+
+        /* inclusive scan over the warp's time lanes (lane tw - d is d*CL down) */
+#pragma unroll
+        for (int d = 1; d < TW; d <<= 1) {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                const float pA = __shfl_up_sync(kAll, A[v], (unsigned)(d * CL));
+                const float pB = __shfl_up_sync(kAll, Bs[v], (unsigned)(d * CL));
+                if (tw >= d) {
+                    Bs[v] = A[v] * pB + Bs[v];
+                    A[v] = A[v] * pA;
+                }
+            }
+        }
+        /* the exclusive prefix within the warp, and the warp's aggregate */
+        float eA[VEC], eB[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) {
+            eA[v] = TW > 1 ? __shfl_up_sync(kAll, A[v], (unsigned)CL) : 1.0f;
+            eB[v] = TW > 1 ? __shfl_up_sync(kAll, Bs[v], (unsigned)CL) : 0.0f;
+            if (tw == 0) { eA[v] = 1.0f; eB[v] = 0.0f; }
+        }
+        if (tw == TW - 1) {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                sA[par][w][cl * VEC + v] = A[v];
+                sB[par][w][cl * VEC + v] = Bs[v];
+            }
+        }
+        __syncthreads();
+
+        /* step 3: the state entering this lane's first step, st */
+        float st[VEC] = {};
+        if constexpr (kWarp0) {
+            if (w == 0) {
+#pragma unroll
+                for (int j = 0; j < NC; j++) {
+                    if (cc(j) >= CW) continue;
+                    float sc = carry[j];
+#pragma unroll
+                    for (int k = 0; k < kStripeWarps; k++) {
+                        sS[k][cc(j)] = sc;
+                        sc = sA[par][k][cc(j)] * sc + sB[par][k][cc(j)];
+                    }
+                    carry[j] = sc;
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int v = 0; v < VEC; v++) st[v] = eA[v] * sS[w][cl * VEC + v] + eB[v];
+        } else {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                float pA = 1.0f, pB = 0.0f;
+                for (int k = 0; k < kStripeWarps; k++) {
+                    if (k == w) st[v] = eA[v] * (pA * carry[v] + pB) + eB[v];
+                    const float qA = sA[par][k][cl * VEC + v], qB = sB[par][k][cl * VEC + v];
+                    pB = qA * pB + qB;
+                    pA = qA * pA;
+                }
+                carry[v] = pA * carry[v] + pB;
+            }
+        }
+
+        if (col_ok) {
+#pragma unroll
+            for (int k = 0; k < S; k++) {
+                float xs[VEC], ys[VEC];
+                reg_get<T, VEC>(x[k], xs);
+                reg_get<T, VEC>(y[k], ys);
+#pragma unroll
+                for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
+                if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp[BWD ? k : 0]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < S; k++) { x[k] = xn[k]; y[k] = yn[k]; }
+    }
+    /* padding steps are the identity: the final carry is the state after
+     * the row's last valid step */
+    if (kWarp0 ? w == 0 : tl == 0) {
+#pragma unroll
+        for (int j = 0; j < NC; j++) {
+            const int64_t c = stripe * CW + cc(j);
+            if (cc(j) < CW && c < p.H) state_out<T, BWD>(p, b, c, L, carry[j]);
+        }
+    }
+}
+
+/* Blocks (row x stripe) of a STRIPED launch. */
+template <typename T, int VEC> int64_t striped_blocks(const scan_params &p)
+{
+    return p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC>() * VEC);
+}
+
+/* Fraction of the slots of the last wave that `blocks` blocks fill, at
+ * `per_sm` resident blocks per SM. */
+double wave_fill(int64_t blocks, int64_t per_sm, int sm_count)
+{
+    const int64_t slots = per_sm * sm_count, waves = ceil_div(blocks, slots);
+    return (double)blocks / (double)(waves * slots);
+}
+
+template <typename T, int VEC, bool BWD, int S, int MB>
+prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t nstripes)
+{
+    auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB>;
+    PRNN_LAUNCH(kernel, (unsigned)(p.B * nstripes), kThreads, st->stream, p, nstripes);
+    PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
+/* Steps per lane and blocks per SM, measured on an H200 (dev/cuda/README.md):
+ *  - fp32 vectors forward: 3 steps at 2 blocks per SM (128 registers),
+ *    unless 2 blocks per SM leave much of the last wave empty (16 x 768
+ *    channels: 384 blocks on 264 slots), then 4 steps at 1 block per SM;
+ *    backward: 4 steps at 1 block per SM;
+ *  - 16-bit vectors: 8 steps forward, 4 backward, 1 block per SM;
+ *  - scalars: 8 steps at 2 blocks per SM. */
+template <typename T, int VEC, bool BWD>
+prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
+{
+    const int64_t nstripes = ceil_div(p.H, (int64_t)stripe_cl<T, VEC>() * VEC);
+    if (p.B * nstripes > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
+    if constexpr (VEC == 1) {
+        return striped_launch<T, 1, BWD, 8, 2>(st, p, nstripes);
+    } else if constexpr (sizeof(T) == 2) {
+        return striped_launch<T, VEC, BWD, BWD ? 4 : 8, 1>(st, p, nstripes);
+    } else if constexpr (BWD) {
+        return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
+    } else {
+        const int64_t blocks = p.B * nstripes;
+        if (blocks >= 2 * (int64_t)st->sm_count &&
+            wave_fill(blocks, 2, st->sm_count) >= wave_fill(blocks, 1, st->sm_count) - 0.05)
+            return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
+        return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
+    }
+}
+
+/* AUTO between the striped and the chunked scan: striped on the vector path
+ * once its blocks give every SM one, except the 16-bit backward, where the
+ * chunked scan is faster (H200: 16 x 64K x 1024 bf16 backward 3.6 ms
+ * against 4.2-5.4 ms). */
+template <typename T, int VEC, bool BWD>
+bool auto_striped(const prnn_cuda_state *st, const scan_params &p)
+{
+    if (VEC == 1 || (BWD && sizeof(T) == 2)) return false;
+    return striped_blocks<T, VEC>(p) >= st->sm_count;
+}
+
+} // namespace
+
+/* ======================================================================== */
 /* TREE: local states, merge up the tree level by level, carries down       */
 /*
  * Level 0 holds one summary (A, B) per chunk of K logical steps (K =
@@ -1108,7 +1370,12 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return serial_run<T, BWD>(st, p);
     case PRNN_SCAN_TREE:
         return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
+    case PRNN_SCAN_STRIPED:
+        return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
+        if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
+            return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
+        return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_CHUNKED:
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     default:

@@ -2,7 +2,7 @@
  * scan_cuda.cuh - device helpers of the CUDA scan backend (scan_cuda.cu):
  * storage types, 16-byte vector I/O, the logical-step -> physical-row map
  * and the per-step loaders/storers that every algorithm (serial, tree,
- * chunked) shares, so the three differ only in how they order the work.
+ * chunked, striped) shares, so they differ only in how they order the work.
  *
  * Size letters: B batch rows, T time steps, H channels. Tensors (B, T, H),
  * H contiguous; states (B, H) in float.

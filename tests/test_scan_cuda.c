@@ -374,7 +374,7 @@ static void test_workspace_reuse(int quick)
     const int64_t shapes[][3] = {{4, 4099, 256}, {1, 70, 3}, {2, 1000, 64}, {4, 4099, 256},
                                  {1, 3000, 1}};
     const int count = (int)(sizeof shapes / sizeof shapes[0]);
-    for (int algo = PRNN_SCAN_TREE; algo <= PRNN_SCAN_CHUNKED; algo++)
+    for (int algo = PRNN_SCAN_TREE; algo <= PRNN_SCAN_STRIPED; algo++)
         for (int i = 0; i < count; i++) {
             const int64_t T = quick ? (shapes[i][1] < 300 ? shapes[i][1] : 300) : shapes[i][1];
             const double e = forward_error(g_gpu, (prnn_scan_algo)algo, shapes[i][0], T, shapes[i][2], 0);
@@ -476,10 +476,12 @@ int main(int argc, char **argv)
     const int nshapes = quick ? (int)(sizeof quick_shapes / sizeof quick_shapes[0])
                               : (int)(sizeof full / sizeof full[0]);
     const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
-    const prnn_scan_algo algos[] = {PRNN_SCAN_SERIAL, PRNN_SCAN_TREE, PRNN_SCAN_CHUNKED};
+    const prnn_scan_algo algos[] = {PRNN_SCAN_SERIAL, PRNN_SCAN_TREE, PRNN_SCAN_CHUNKED,
+                                    PRNN_SCAN_STRIPED};
+    const int nalgos = (int)(sizeof algos / sizeof algos[0]);
 
     for (int si = 0; si < nshapes; si++)
-        for (int ai = 0; ai < 3; ai++)
+        for (int ai = 0; ai < nalgos; ai++)
             for (int di = 0; di < 3; di++)
                 for (int oi = 0; oi < N_OPTS; oi++) {
                     /* the largest full shape: plain, varlen and all only */
@@ -494,15 +496,21 @@ int main(int argc, char **argv)
          * hundreds of blocks; every algorithm on the scalar path, the
          * parallel ones also on the vector path. */
         const shape longT[] = {{1, (1 << 20) + 3, 1, 0}, {1, (1 << 20) + 3, 64, 0}};
-        for (int ai = 0; ai < 3; ai++)
+        for (int ai = 0; ai < nalgos; ai++)
             for (int di = 0; di < 3; di++) {
                 run_case(algos[ai], dtypes[di], longT[0], &OPTS[5]);
                 if (algos[ai] != PRNN_SCAN_SERIAL && dtypes[di] != PRNN_DTYPE_F16)
                     run_case(algos[ai], dtypes[di], longT[1], &OPTS[5]);
             }
-        /* AUTO is the chunked scan on CUDA */
-        run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
     }
+    /* Many channels: the striped scan's configurations for 2 blocks per SM
+     * (fp32 forward, 16 x 1024 channels) and the AUTO choice between it and
+     * the chunked scan, both directions, every dtype. */
+    for (int di = 0; di < 3; di++) {
+        run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+    }
+    run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
 
     test_workspace_reuse(quick);
     test_user_stream();
