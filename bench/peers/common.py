@@ -18,6 +18,7 @@ import traceback
 
 LIMIT_S = 2.0        # a peer stops at a point where one call takes longer than this
 TARGET_S = 0.15      # timed time per measurement (reps = TARGET_S / one call)
+FIRST_CALL_LIMIT_S = 8.0  # a first (warm-up) call over this ends the point without a probe
 MAX_REPS = 25
 COMPILE_RESERVE_S = 45.0  # do not start a torch.compile with less left than this
 
@@ -144,7 +145,10 @@ def time_calls(fn, nsets=1, budget=None, limit_s=LIMIT_S, target_s=TARGET_S, max
         fn(i % nsets)
     torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
-    if not compiles and first_s / warm > 1.5 * limit_s:
+    # Only a first call far over the limit ends it here: cuDNN's plan
+    # selection alone takes up to 4 s on a first call (an LSTM step of 44 ms
+    # then), so the probe below decides.
+    if not compiles and first_s / warm > FIRST_CALL_LIMIT_S:
         raise TooSlow(first_s / warm)
     # The estimate is always a timed probe, never the first call: that one
     # carries set-up costs (cuDNN's plan selection: 2.6 s for an LSTM whose

@@ -27,9 +27,11 @@ from common import (Budget, Store, copy_roofline, describe_env, free_cuda, measu
                     setup_torch_stream, short_error)
 
 PEERS = [
-    ("prnn-chunked", "prnn chunked (AUTO)",
-     "prnn_scan_forward / prnn_scan_backward through ctypes, algo AUTO (on CUDA: CHUNKED, one pass "
-     "with decoupled look-back), layout (B, T, H), no h0 / hT, outputs preallocated, on PyTorch's stream"),
+    ("prnn-chunked", "prnn AUTO",
+     "prnn_scan_forward / prnn_scan_backward through ctypes, algo AUTO (on CUDA: STRIPED, one block "
+     "per 128-byte stripe of channels walking the whole row, where those blocks give every SM one, "
+     "except the 16-bit backward; otherwise CHUNKED, one pass with decoupled look-back), layout "
+     "(B, T, H), no h0 / hT, outputs preallocated, on PyTorch's stream"),
     ("prnn-tree", "prnn tree",
      "as above, algo TREE (serial 32-step chunks, then one merge launch per tree level)"),
     ("prnn-serial", "prnn serial",
