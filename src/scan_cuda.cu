@@ -462,19 +462,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
     for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, u0 + k, L, col, col_ok, x[k], y[k]);
 
     float A[VEC], Bs[VEC];
-#pragma unroll
-    for (int v = 0; v < VEC; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
-#pragma unroll
-    for (int k = 0; k < S; k++) {
-        float xs[VEC], ys[VEC];
-        reg_get<T, VEC>(x[k], xs);
-        reg_get<T, VEC>(y[k], ys);
-#pragma unroll
-        for (int v = 0; v < VEC; v++) {
-            Bs[v] = xs[v] * Bs[v] + ys[v];
-            A[v] = xs[v] * A[v];
-        }
-    }
+    summarize<T, VEC, S>(x, y, A, Bs);
 
     /* 3. inclusive scan over the TY time threads; thread tid's slot is
      * tid*VEC (= ty*W + tx*VEC), its predecessor d rows up (tid - d*TX)*VEC */
@@ -614,11 +602,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         }
 #pragma unroll
         for (int k = 0; k < HB; k++) {
-            float xs[VEC], ys[VEC];
-            reg_get<T, VEC>(x[k0 + k], xs);
-            reg_get<T, VEC>(y[k0 + k], ys);
-#pragma unroll
-            for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
+            advance<T, VEC>(x[k0 + k], y[k0 + k], st);
             if (u0 + k0 + k < p.T)
                 store_step<T, VEC, BWD>(p, row, u0 + k0 + k, L, col, st, hp[BWD ? k : 0]);
         }
@@ -784,19 +768,7 @@ __global__ void __launch_bounds__(kThreads, MB)
         }
 
         float A[VEC], Bs[VEC];
-#pragma unroll
-        for (int v = 0; v < VEC; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
-#pragma unroll
-        for (int k = 0; k < S; k++) {
-            float xs[VEC], ys[VEC];
-            reg_get<T, VEC>(x[k], xs);
-            reg_get<T, VEC>(y[k], ys);
-#pragma unroll
-            for (int v = 0; v < VEC; v++) {
-                Bs[v] = xs[v] * Bs[v] + ys[v];
-                A[v] = xs[v] * A[v];
-            }
-        }
+        summarize<T, VEC, S>(x, y, A, Bs);
 
         /* inclusive scan over the warp's time lanes (lane tw - d is d*CL down) */
 #pragma unroll
@@ -864,11 +836,7 @@ __global__ void __launch_bounds__(kThreads, MB)
         if (col_ok) {
 #pragma unroll
             for (int k = 0; k < S; k++) {
-                float xs[VEC], ys[VEC];
-                reg_get<T, VEC>(x[k], xs);
-                reg_get<T, VEC>(y[k], ys);
-#pragma unroll
-                for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
+                advance<T, VEC>(x[k], y[k], st);
                 if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp[BWD ? k : 0]);
             }
         }

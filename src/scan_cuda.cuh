@@ -257,6 +257,35 @@ __device__ __forceinline__ void reg_get(const hreg &r, float (&o)[VEC])
     }
 }
 
+/* One step on a state: st = x * st + y. */
+template <typename T, int VEC, typename R>
+__device__ __forceinline__ void advance(const R &x, const R &y, float (&st)[VEC])
+{
+    float xs[VEC], ys[VEC];
+    reg_get<T, VEC>(x, xs);
+    reg_get<T, VEC>(y, ys);
+#pragma unroll
+    for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
+}
+
+/* The summary (A, B) of S steps in registers: h -> A h + B is the
+ * composition of h -> x_k h + y_k for k = 0 .. S-1. */
+template <typename T, int VEC, int S, typename R>
+__device__ __forceinline__ void summarize(const R (&x)[S], const R (&y)[S], float (&A)[VEC],
+                                          float (&B)[VEC])
+{
+#pragma unroll
+    for (int v = 0; v < VEC; v++) { A[v] = 1.0f; B[v] = 0.0f; }
+#pragma unroll
+    for (int k = 0; k < S; k++) {
+        float xs[VEC];
+        reg_get<T, VEC>(x[k], xs);
+        advance<T, VEC>(x[k], y[k], B);
+#pragma unroll
+        for (int v = 0; v < VEC; v++) A[v] = xs[v] * A[v];
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Logical step -> physical row                                             */
 

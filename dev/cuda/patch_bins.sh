@@ -3,13 +3,13 @@
 # machine with nvcc but no GPU, into a folder to carry to the GPU machine
 # (sm_90, no OpenBLAS, no -march=native, so the programs run there):
 #
-#   dev/cuda/patch_bins.sh dev/cuda/striped/striped.patch gpu-bin
+#   dev/cuda/patch_bins.sh dev/cuda/warpscan/chunked-warpscan.patch gpu-bin
 #
 # then, on the GPU machine (carry gpu-bin):
 #
 #   gpu-bin/prnn_tests_cuda --quick && compute-sanitizer --tool memcheck gpu-bin/prnn_tests_cuda --quick
 #   gpu-bin/prnn_tests_cuda                 # the full suite
-#   gpu-bin/prnn_bench_cuda --algo fast     # AUTO, CHUNKED and the patch's algorithm
+#   gpu-bin/prnn_bench_cuda --algo fast     # AUTO, CHUNKED and STRIPED
 #
 # The patch is applied to a temporary git worktree of HEAD; the checkout
 # itself is left alone.
