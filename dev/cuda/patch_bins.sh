@@ -11,7 +11,9 @@
 #   gpu-bin/prnn_tests_cuda                 # the full suite
 #   gpu-bin/prnn_bench_cuda --algo fast     # AUTO, CHUNKED and STRIPED
 #
-# The patch is applied to a temporary git worktree of HEAD; the checkout
+# PATCH_CUDA_FLAGS (e.g. "-DPRNN_STRIPE_BWD16_S=3 -DPRNN_STRIPE_BWD16_MB=2")
+# sets a patch's knobs. The patch is applied to a temporary git worktree of
+# HEAD; the checkout
 # itself is left alone.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 PATCH OUTDIR" >&2; exit 2; }
@@ -23,7 +25,7 @@ trap 'git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"' EXI
 git worktree add --detach "$tree" HEAD >/dev/null
 git -C "$tree" apply "$patch"
 cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DPRNN_BLAS=OFF -DPRNN_NATIVE=OFF -DPRNN_DIST=OFF >/dev/null
+      -DPRNN_BLAS=OFF -DPRNN_NATIVE=OFF -DPRNN_DIST=OFF "-DCMAKE_CUDA_FLAGS=${PATCH_CUDA_FLAGS:-}" >/dev/null
 cmake --build "$tree/build" -j "$(nproc)" --target prnn_tests_cuda prnn_bench_cuda >/dev/null
 mkdir -p "$out"
 cp "$tree/build/prnn_tests_cuda" "$tree/build/prnn_bench_cuda" "$out/"
