@@ -204,6 +204,37 @@ static int compare_all(const problem *p, const result *x, const result *ref, dou
  * effective sums). */
 #define TOL_F32_LONG_MEMORY 6e-5
 
+/* On the CPU, CHUNKED and STRIPED are the tree: the same bits. */
+static void check_cpu_aliases(void)
+{
+    printf("\n== CHUNKED and STRIPED on the CPU are TREE ==\n");
+    const struct {
+        int64_t B, T, H;
+        unsigned opts;
+    } cases[] = {{3, 1000, 17, 1 | 2 | 4 | 8 | 16}, {2, 33, 600, 0}, {4, 777, 5, 32 | 8}};
+    const prnn_scan_algo algos[] = {PRNN_SCAN_CHUNKED, PRNN_SCAN_STRIPED};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        problem p;
+        problem_init(&p, cases[ci].B, cases[ci].T, cases[ci].H, cases[ci].opts, 0);
+        const int64_t n = p.B * p.T * p.H, st = p.B * p.H;
+        result ref, got;
+        result_alloc(&ref, &p), result_alloc(&got, &p);
+        run_f32(g_ctx[1], &p, PRNN_SCAN_TREE, 5, &ref);
+        for (size_t ai = 0; ai < sizeof algos / sizeof algos[0]; ai++) {
+            run_f32(g_ctx[1], &p, algos[ai], 5, &got);
+            const int same = !memcmp(got.h, ref.h, (size_t)n * 8) && !memcmp(got.da, ref.da, (size_t)n * 8) &&
+                             !memcmp(got.db, ref.db, (size_t)n * 8) && !memcmp(got.hT, ref.hT, (size_t)st * 8) &&
+                             !memcmp(got.dh0, ref.dh0, (size_t)st * 8);
+            char o[64];
+            tu_check(same, "f32 %-7s B=%lld T=%lld H=%lld [%s]: every output bit-identical to the tree's",
+                     prnn_scan_algo_name(algos[ai]), (long long)p.B, (long long)p.T, (long long)p.H,
+                     opts_name(&p, o, sizeof o));
+        }
+        result_free(&ref), result_free(&got);
+        problem_free(&p);
+    }
+}
+
 static void check_algorithms(void)
 {
     printf("\n== algorithms vs the serial loop in double ==\n");
@@ -559,6 +590,7 @@ int main(void)
     check_fd();
     check_state_passing();
     check_algorithms();
+    check_cpu_aliases();
     check_streaming();
     check_large_tree();
     for (int i = 0; i < 3; i++) prnn_ctx_free(g_ctx[i]);
