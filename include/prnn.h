@@ -161,6 +161,10 @@ typedef enum prnn_scan_algo {
     PRNN_SCAN_STRIPED,  /* GPU: one block carries a stripe of channels through
                            the whole sequence, no look-back; for large B*H
                            (on the CPU: the same as TREE) */
+    PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
+                           depends on timing, so that every run gives the same
+                           bits: on CUDA STRIPED where its blocks give every SM
+                           one, else TREE; on the CPU, TREE */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 

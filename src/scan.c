@@ -33,6 +33,7 @@ const char *prnn_scan_algo_name(prnn_scan_algo algo)
     case PRNN_SCAN_TREE: return "tree";
     case PRNN_SCAN_CHUNKED: return "chunked";
     case PRNN_SCAN_STRIPED: return "striped";
+    case PRNN_SCAN_FIXED: return "fixed";
     case PRNN_SCAN_ALGO_COUNT_: break;
     }
     return "unknown";

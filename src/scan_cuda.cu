@@ -1346,6 +1346,9 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_CHUNKED:
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
+    case PRNN_SCAN_FIXED: /* no look-back: STRIPED or the tree */
+        if (vec && striped_blocks<T, V>(p) >= st->sm_count) return striped_run<T, V, BWD>(st, p);
+        return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
     default:
         return PRNN_ERR_INVALID_ARGUMENT;
     }

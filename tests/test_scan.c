@@ -204,15 +204,15 @@ static int compare_all(const problem *p, const result *x, const result *ref, dou
  * effective sums). */
 #define TOL_F32_LONG_MEMORY 6e-5
 
-/* On the CPU, CHUNKED and STRIPED are the tree: the same bits. */
+/* On the CPU, CHUNKED, STRIPED and FIXED are the tree: the same bits. */
 static void check_cpu_aliases(void)
 {
-    printf("\n== CHUNKED and STRIPED on the CPU are TREE ==\n");
+    printf("\n== CHUNKED, STRIPED and FIXED on the CPU are TREE ==\n");
     const struct {
         int64_t B, T, H;
         unsigned opts;
     } cases[] = {{3, 1000, 17, 1 | 2 | 4 | 8 | 16}, {2, 33, 600, 0}, {4, 777, 5, 32 | 8}};
-    const prnn_scan_algo algos[] = {PRNN_SCAN_CHUNKED, PRNN_SCAN_STRIPED};
+    const prnn_scan_algo algos[] = {PRNN_SCAN_CHUNKED, PRNN_SCAN_STRIPED, PRNN_SCAN_FIXED};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         problem p;
         problem_init(&p, cases[ci].B, cases[ci].T, cases[ci].H, cases[ci].opts, 0);

@@ -374,7 +374,7 @@ static void test_workspace_reuse(int quick)
     const int64_t shapes[][3] = {{4, 4099, 256}, {1, 70, 3}, {2, 1000, 64}, {4, 4099, 256},
                                  {1, 3000, 1}};
     const int count = (int)(sizeof shapes / sizeof shapes[0]);
-    for (int algo = PRNN_SCAN_TREE; algo <= PRNN_SCAN_STRIPED; algo++)
+    for (int algo = PRNN_SCAN_TREE; algo <= PRNN_SCAN_FIXED; algo++)
         for (int i = 0; i < count; i++) {
             const int64_t T = quick ? (shapes[i][1] < 300 ? shapes[i][1] : 300) : shapes[i][1];
             const double e = forward_error(g_gpu, (prnn_scan_algo)algo, shapes[i][0], T, shapes[i][2], 0);
@@ -382,6 +382,42 @@ static void test_workspace_reuse(int quick)
                      prnn_scan_algo_name((prnn_scan_algo)algo), i, (long long)shapes[i][0],
                      (long long)T, (long long)shapes[i][2], e, tol_f32.tol, tol_f32.why);
         }
+}
+
+/* FIXED gives the same bits on every run (no look-back, no order that
+ * depends on timing): forward and backward twice, on a shape it runs as
+ * STRIPED (16 x 1024 channels) and one it runs as the tree. */
+static void test_fixed_repeats(int quick)
+{
+    const int64_t shapes[][3] = {{16, quick ? 70 : 700, 1024}, {2, quick ? 700 : 5000, 64}};
+    for (int si = 0; si < 2; si++) {
+        const int64_t B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], n = B * T * H;
+        float *host = tu_malloc((size_t)n * 4 * 3), *out[2];
+        tu_fill_f32(host, n, 0.5, 1.0);
+        tu_fill_f32(host + n, 2 * n, -1.0, 1.0);
+        void *pa, *pb, *pdh, *ph, *pda, *pdb;
+        float *d_a = dev_upload(host, n, 4, 0, &pa), *d_b = dev_upload(host + n, n, 4, 0, &pb);
+        float *d_dh = dev_upload(host + 2 * n, n, 4, 0, &pdh);
+        float *d_h = dev_alloc(n, 4, 0, &ph), *d_da = dev_alloc(n, 4, 0, &pda), *d_db = dev_alloc(n, 4, 0, &pdb);
+        prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
+        d.algo = PRNN_SCAN_FIXED;
+        for (int run = 0; run < 2; run++) {
+            poison(d_h, n, 4), poison(d_da, n, 4), poison(d_db, n, 4);
+            TU_REQUIRE(prnn_scan_forward(g_gpu, &d, d_h, NULL, d_a, d_b, NULL));
+            TU_REQUIRE(prnn_scan_backward(g_gpu, &d, d_da, d_db, NULL, d_a, d_h, NULL, d_dh, NULL));
+            TU_REQUIRE(prnn_ctx_synchronize(g_gpu));
+            out[run] = tu_malloc((size_t)n * 4 * 3);
+            CUDA_CHECK(cudaMemcpy(out[run], d_h, (size_t)n * 4, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(out[run] + n, d_da, (size_t)n * 4, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(out[run] + 2 * n, d_db, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        }
+        tu_check(!memcmp(out[0], out[1], (size_t)n * 4 * 3),
+                 "fixed B=%lld T=%lld H=%lld: two runs give the same h, da, db bit for bit",
+                 (long long)B, (long long)T, (long long)H);
+        void *bases[] = {pa, pb, pdh, ph, pda, pdb};
+        for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(bases[i]));
+        free(host), free(out[0]), free(out[1]);
+    }
 }
 
 static void test_user_stream(void)
@@ -504,15 +540,19 @@ int main(int argc, char **argv)
             }
     }
     /* Many channels: the striped scan's configurations for 2 blocks per SM
-     * (fp32 forward, 16 x 1024 channels) and the AUTO choice between it and
-     * the chunked scan, both directions, every dtype. */
+     * (fp32 forward, 16 x 1024 channels), the AUTO choice between it and
+     * the chunked scan, and FIXED's between it and the tree, both
+     * directions, every dtype. */
     for (int di = 0; di < 3; di++) {
         run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){3, quick ? 300 : 1000, 128, 0}, &OPTS[5]);
     }
     run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
 
     test_workspace_reuse(quick);
+    test_fixed_repeats(quick);
     test_user_stream();
     test_errors();
 

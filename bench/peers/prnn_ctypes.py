@@ -26,7 +26,7 @@ import sys
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 DTYPE = {"f32": 0, "f64": 1, "bf16": 2, "f16": 3}
 DTYPE_SIZE = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2}
-ALGO = {"auto": 0, "serial": 1, "tree": 2, "chunked": 3, "striped": 4}
+ALGO = {"auto": 0, "serial": 1, "tree": 2, "chunked": 3, "striped": 4, "fixed": 5}
 CELL = {"mingru": 0, "minlstm": 1, "qrnn": 2, "sru": 3, "gilr-lstm": 4}
 QRNN_POOLING = {"f": 0, "fo": 1, "ifo": 2}
 

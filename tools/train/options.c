@@ -198,8 +198,9 @@ static const opt_spec specs[] = {
      "cpu or cuda", "cpu"},
     {"deterministic", K_FLAG, FOR_TRAIN, "Compute", NULL, 0, 0, 0, OFF(deterministic), NULL,
      "the same bits on every run, so that --resume on a GPU equals an uninterrupted run: "
-     "the scan uses its fixed-order tree instead of the faster chunked look-back, whose "
-     "summation order depends on timing (the CPU is deterministic anyway)",
+     "the scan uses its fixed-order algorithms (striped for many channels, else the tree) "
+     "instead of the chunked look-back, whose summation order depends on timing "
+     "(the CPU is deterministic anyway)",
      "off"},
     {"threads", K_I64, FOR_ALL, "Compute", "N", 0, 4096, 0, OFF(threads), NULL,
      "CPU worker threads (0: all cores)", "0"},

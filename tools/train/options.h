@@ -80,7 +80,7 @@ typedef struct train_options {
     int resume;
     int64_t stop_after;    /* end this invocation after N steps (0 = off) */
     int phase_times;       /* time each phase of a step (synchronizing) */
-    int deterministic;     /* fixed-order algorithms only (the tree scan) */
+    int deterministic;     /* fixed-order algorithms only (PRNN_SCAN_FIXED) */
     int64_t recompute;     /* cell memory option: keep every K-th state (0 = all) */
 
     /* files */

@@ -94,7 +94,7 @@ static prnn_model_config model_config(const train_options *o)
     c.layers = o->layers;
     c.cell = prnn_cell_desc_make(o->cell, o->hidden, o->hidden);
     c.cell.bidirectional = o->bidirectional;
-    if (o->deterministic) c.cell.algo = PRNN_SCAN_TREE;
+    if (o->deterministic) c.cell.algo = PRNN_SCAN_FIXED;
     c.cell.recompute = o->recompute;
     c.norm = o->norm;
     c.dropout = o->dropout;
