@@ -79,9 +79,13 @@ def ok_ms(r):
 
 
 def noise(r1, r2):
-    """' (within the spread)' when two rows' [min, max] over their repetitions overlap."""
+    """' (within the spread)' when each row's median lies within the other's
+    [min, max] over its repetitions (overlapping ranges alone would let one
+    slow outlier call cover a 1.5x difference)."""
     a, b = (r1 or {}).get("extra", {}), (r2 or {}).get("extra", {})
-    if all(k in a and k in b for k in ("min_ms", "max_ms")) and a["min_ms"] <= b["max_ms"] and b["min_ms"] <= a["max_ms"]:
+    ma, mb = (r1 or {}).get("ms"), (r2 or {}).get("ms")
+    if (ma is not None and mb is not None and all(k in a and k in b for k in ("min_ms", "max_ms"))
+            and b["min_ms"] <= ma <= b["max_ms"] and a["min_ms"] <= mb <= a["max_ms"]):
         return " (within the spread of the repetitions)"
     return ""
 
