@@ -163,8 +163,8 @@ typedef enum prnn_scan_algo {
                            (on the CPU: the same as TREE) */
     PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
                            depends on timing, so that every run gives the same
-                           bits: on CUDA STRIPED where its blocks give every SM
-                           one, else TREE; on the CPU, TREE */
+                           bits: on CUDA STRIPED where its blocks fill the
+                           card, else TREE; on the CPU, TREE */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 

@@ -877,13 +877,22 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t ns
     return PRNN_OK;
 }
 
-/* Steps per lane and blocks per SM, measured on an H200 (dev/cuda/README.md):
- *  - fp32 vectors forward: 3 steps at 2 blocks per SM (128 registers),
- *    unless 2 blocks per SM leave much of the last wave empty (16 x 768
- *    channels: 384 blocks on 264 slots), then 4 steps at 1 block per SM;
- *    backward: 4 steps at 1 block per SM;
- *  - 16-bit vectors: 8 steps forward, 4 backward, 1 block per SM;
- *  - scalars: 8 steps at 2 blocks per SM. */
+/* Blocks per SM of a STRIPED launch of `blocks` blocks: 2 for scalars and
+ * for the fp32 forward, unless 2 per SM leave much of the last wave empty
+ * (16 x 768 channels: 384 blocks on 264 slots) where 1 per SM does not;
+ * else 1. */
+template <typename T, int VEC, bool BWD> int striped_per_sm(int64_t blocks, int sm_count)
+{
+    if (VEC == 1) return 2;
+    if (sizeof(T) == 2 || BWD) return 1;
+    return blocks >= 2 * (int64_t)sm_count &&
+                   wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05
+               ? 2 : 1;
+}
+
+/* Steps per lane at those blocks per SM, measured on an H200
+ * (dev/cuda/README.md): fp32 vectors forward 3 at 2 per SM (128 registers)
+ * or 4 at 1; backward 4; 16-bit vectors 8 forward, 4 backward; scalars 8. */
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
@@ -896,23 +905,34 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
     } else if constexpr (BWD) {
         return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
     } else {
-        const int64_t blocks = p.B * nstripes;
-        if (blocks >= 2 * (int64_t)st->sm_count &&
-            wave_fill(blocks, 2, st->sm_count) >= wave_fill(blocks, 1, st->sm_count) - 0.05)
+        if (striped_per_sm<T, VEC, BWD>(p.B * nstripes, st->sm_count) == 2)
             return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
         return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
     }
 }
 
+/* Whether a STRIPED launch keeps the card busy: its blocks give every SM
+ * one and fill at least 70% of the slots of their waves. A row walked by
+ * one block cannot be split, so a part-empty last wave costs its share of
+ * the time; at 72.7% (bf16, 16 x 768 channels: 192 blocks on 264 slots)
+ * STRIPED still measured 80% of the roofline against CHUNKED's 74%. */
+template <typename T, int VEC, bool BWD>
+bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
+{
+    const int64_t blocks = striped_blocks<T, VEC>(p);
+    return blocks >= st->sm_count &&
+           wave_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count) >= 0.7;
+}
+
 /* AUTO between the striped and the chunked scan: striped on the vector path
- * once its blocks give every SM one, except the 16-bit backward, where the
- * chunked scan is faster (H200: 16 x 64K x 1024 bf16 backward 3.6 ms
- * against 4.2-5.4 ms). */
+ * where it fills the card, except the 16-bit backward, where the chunked
+ * scan is faster (H200: 16 x 64K x 1024 bf16 backward 3.6 ms against
+ * 4.2-5.4 ms). */
 template <typename T, int VEC, bool BWD>
 bool auto_striped(const prnn_cuda_state *st, const scan_params &p)
 {
     if (VEC == 1 || (BWD && sizeof(T) == 2)) return false;
-    return striped_blocks<T, VEC>(p) >= st->sm_count;
+    return striped_fills<T, VEC, BWD>(st, p);
 }
 
 } // namespace
@@ -1347,7 +1367,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
     case PRNN_SCAN_CHUNKED:
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_FIXED: /* no look-back: STRIPED or the tree */
-        if (vec && striped_blocks<T, V>(p) >= st->sm_count) return striped_run<T, V, BWD>(st, p);
+        if (vec && striped_fills<T, V, BWD>(st, p)) return striped_run<T, V, BWD>(st, p);
         return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
     default:
         return PRNN_ERR_INVALID_ARGUMENT;

@@ -29,7 +29,7 @@ from common import (Budget, Store, copy_roofline, describe_env, free_cuda, measu
 PEERS = [
     ("prnn-chunked", "prnn AUTO",
      "prnn_scan_forward / prnn_scan_backward through ctypes, algo AUTO (on CUDA: STRIPED, one block "
-     "per 128-byte stripe of channels walking the whole row, where those blocks give every SM one, "
+     "per 128-byte stripe of channels walking the whole row, where those blocks fill the card, "
      "except the 16-bit backward; otherwise CHUNKED, one pass with decoupled look-back), layout "
      "(B, T, H), no h0 / hT, outputs preallocated, on PyTorch's stream"),
     ("prnn-tree", "prnn tree",
