@@ -34,8 +34,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "test_cmd.h"
-#include "test_dist_util.h"
+#include "test_dist_cmd.h"
 
 #include "prnn_dist.h"
 #include "prnn_model.h"
@@ -487,36 +486,11 @@ static void check_trainer(void)
          "--task selective-copy --batch 5 --seq-len 24"},
     };
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
-        char common[1024], args[1400], out[512], a[512], b[512];
-        snprintf(common, sizeof common,
-                 "%s --steps 5 --warmup 1 --lr 0.003 --hidden 16 --layers 2 --threads 1 "
-                 "--eval-interval 0 --eval-batches 1 --ckpt-interval 0 --seed %llu",
-                 runs[k].args, (unsigned long long)(tu_next() % 1000000));
-        int rc1 = 0;
-        if (g_rank == 0) {
-            snprintf(args, sizeof args, "%s --out %s/one%zu", common, g_dir, k);
-            snprintf(out, sizeof out, "%s/one%zu.txt", g_dir, k);
-            rc1 = tc_run(train_cmd_train, args, out);
-            if (rc1 != 0) tc_show(out);
-        }
-        MPI_Bcast(&rc1, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        snprintf(args, sizeof args, "%s --dist --out %s/dist%zu", common, g_dir, k);
-        snprintf(out, sizeof out, "%s/dist%zu.rank%d.txt", g_dir, k, g_rank);
-        const int rc2 = tc_run(train_cmd_train, args, out);
-        if (rc2 != 0) tc_show(out);
-
-        double err_loss = 0, err_w = 0;
-        int nl = 0;
-        if (g_rank == 0) {
-            snprintf(a, sizeof a, "%s/one%zu", g_dir, k);
-            snprintf(b, sizeof b, "%s/dist%zu", g_dir, k);
-            tc_compare_runs(a, b, &err_loss, &err_w, &nl);
-        }
-        const int ok = rc1 == 0 && rc2 == 0 &&
-                       (g_rank != 0 || (nl == 5 && err_loss <= 1e-4 && err_w <= DIST_TRAIN_WEIGHT_TOL));
-        dcheck(ok, err_w, "%s: exit %d and %d, losses of 5 steps agree (rel err %.1e, tol "
-               "1e-4), weights (abs err, tol %.0e)", runs[k].what, rc1, rc2, err_loss,
-               DIST_TRAIN_WEIGHT_TOL);
+        char common[1024];
+        dist_train_common(common, sizeof common, runs[k].args);
+        dist_vs_one r;
+        dist_run_vs_one(g_dir, k, common, "--dist", "dist", &r);
+        dist_check_vs_one(runs[k].what, &r);
     }
 }
 
@@ -741,35 +715,6 @@ static void check_model_hook(void)
 /* ------------------------------------------------------------------------ */
 /* 8. prnn train --dist: overlap, ZeRO-1, checkpoints across both           */
 
-/* Runs prnn train with args on every rank (dist = 1) or on rank 0 alone;
- * returns the exit status (rank 0's, shared). */
-static int train_run(const char *args, const char *tag, int dist)
-{
-    char out[512];
-    snprintf(out, sizeof out, "%s/%s.rank%d.txt", g_dir, tag, g_rank);
-    int rc = 0;
-    if (dist || g_rank == 0) {
-        rc = tc_run(train_cmd_train, args, out);
-        if (rc != 0 && rc != 2) tc_show(out);
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return rc;
-}
-
-/* Rank 0: the largest differences of losses (relative) and final weights
- * (absolute) between runs a and b of g_dir. */
-static void compare_runs(const char *a, const char *b, double *err_loss, double *err_w,
-                         int *nl)
-{
-    *err_loss = *err_w = 0;
-    *nl = 0;
-    if (g_rank != 0) return;
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/%s", g_dir, a);
-    snprintf(pb, sizeof pb, "%s/%s", g_dir, b);
-    tc_compare_runs(pa, pb, err_loss, err_w, nl);
-}
-
 /*
  * Tolerances. Overlapped and one-pass averages give the same bits on the
  * CPU (rank-order sums), so those runs must agree exactly. ZeRO-1 averages
@@ -802,19 +747,19 @@ static void check_trainer_zero1(void)
     int rc[4];
     for (int k = 0; k < 4; k++) {
         snprintf(args, sizeof args, "%s %s --out %s/%s", common, runs[k].opts, g_dir, runs[k].tag);
-        rc[k] = train_run(args, runs[k].tag, runs[k].dist);
+        rc[k] = dist_train_run(g_dir, args, runs[k].tag, runs[k].dist);
     }
     double el, ew;
     int nl;
-    compare_runs("ref", "noov", &el, &ew, &nl);
+    dist_compare_runs(g_dir, "ref", "noov", &el, &ew, &nl);
     dcheck(rc[0] == 0 && rc[1] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
            "--no-overlap == overlapped: exit %d and %d, 6 losses and the weights bit for bit "
            "(loss rel err %.1e)", rc[0], rc[1], el);
-    compare_runs("ref", "z1", &el, &ew, &nl);
+    dist_compare_runs(g_dir, "ref", "z1", &el, &ew, &nl);
     dcheck(rc[2] == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= DIST_TRAIN_WEIGHT_TOL)), ew,
            "--zero1 == without: exit %d, 6 losses (rel err %.1e, tol 1e-4), weights (abs err, "
            "tol %.0e)", rc[2], el, DIST_TRAIN_WEIGHT_TOL);
-    compare_runs("z1", "z1noov", &el, &ew, &nl);
+    dist_compare_runs(g_dir, "z1", "z1noov", &el, &ew, &nl);
     dcheck(rc[3] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
            "--zero1 --no-overlap == --zero1: exit %d, bit for bit (loss rel err %.1e)", rc[3],
            el);
@@ -834,12 +779,12 @@ static void check_trainer_zero1(void)
         snprintf(args, sizeof args, "%s %s --stop-after 3 --out %s/%s", common, resumes[k].first,
                  g_dir, resumes[k].tag);
         snprintf(tag, sizeof tag, "%s_a", resumes[k].tag);
-        const int r1 = train_run(args, tag, 1);
+        const int r1 = dist_train_run(g_dir, args, tag, 1);
         snprintf(args, sizeof args, "%s %s --resume --out %s/%s", common, resumes[k].second, g_dir,
                  resumes[k].tag);
         snprintf(tag, sizeof tag, "%s_b", resumes[k].tag);
-        const int r2 = r1 == 0 ? train_run(args, tag, resumes[k].dist2) : -1;
-        compare_runs("ref", resumes[k].tag, &el, &ew, &nl);
+        const int r2 = r1 == 0 ? dist_train_run(g_dir, args, tag, resumes[k].dist2) : -1;
+        dist_compare_runs(g_dir, "ref", resumes[k].tag, &el, &ew, &nl);
         dcheck(r1 == 0 && r2 == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= DIST_TRAIN_WEIGHT_TOL)), ew,
                "%s: exit %d and %d, 6 losses == uninterrupted run's (rel err %.1e, tol 1e-4), "
                "weights (abs err, tol %.0e)", resumes[k].what, r1, r2, el, DIST_TRAIN_WEIGHT_TOL);
@@ -851,7 +796,7 @@ static void check_trainer_zero1(void)
         snprintf(args, sizeof args, "%s %s --out %s/bad%d", common, bad[k], g_dir, k);
         char tag[32];
         snprintf(tag, sizeof tag, "bad%d", k);
-        const int r = train_run(args, tag, 0);
+        const int r = dist_train_run(g_dir, args, tag, 0);
         int said = 0;
         if (g_rank == 0) {
             char path[512];
@@ -906,11 +851,5 @@ int main(void)
 
     prnn_dist_free(g_dist);
     prnn_ctx_free(g_ctx);
-    fflush(stdout);
-    MPI_Barrier(MPI_COMM_WORLD);
-    int rc = 0;
-    if (g_rank == 0) rc = tu_finish();
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    prnn_dist_mpi_stop();
-    return rc;
+    return dist_suite_finish();
 }

@@ -530,11 +530,5 @@ int main(void)
     prnn_dist_free(g_dist);
     prnn_ctx_free(g_gpu);
     prnn_ctx_free(g_cpu);
-    fflush(stdout);
-    MPI_Barrier(MPI_COMM_WORLD);
-    int rc = 0;
-    if (g_rank == 0) rc = tu_finish();
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    prnn_dist_mpi_stop();
-    return rc;
+    return dist_suite_finish();
 }

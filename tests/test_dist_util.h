@@ -56,6 +56,20 @@ static inline int dist_gpu_suite_start(int devices, prnn_dist_info *info)
     return 0;
 }
 
+/* The end of a suite, after its contexts are freed: rank 0's verdict
+ * (with the "N passed, N failed" line) becomes every rank's exit code, then
+ * MPI stops. */
+static inline int dist_suite_finish(void)
+{
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int rc = 0;
+    if (g_rank == 0) rc = tu_finish();
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    prnn_dist_mpi_stop();
+    return rc;
+}
+
 /* A temporary directory made by rank 0 from template (ending in XXXXXX) and
  * known to every rank; dir[0] == 0 everywhere when it could not be made. */
 static inline void dist_tmpdir(char *dir, size_t n, const char *template_)

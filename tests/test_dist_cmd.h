@@ -1,0 +1,89 @@
+/*
+ * test_dist_cmd.h - the distributed trainer against itself in one process,
+ * for the CPU distributed suites (test_dist.c, test_dist_seq.c): the same
+ * `prnn train` run once in one process on rank 0 and once on every rank,
+ * then rank 0 compares their losses and final weights (tc_compare_runs).
+ */
+#ifndef PRNN_TEST_DIST_CMD_H
+#define PRNN_TEST_DIST_CMD_H
+
+#include "test_cmd.h"
+#include "test_dist_util.h"
+#include "train/train.h"
+
+/* The options every compared run shares: 5 steps of a small model on one
+ * thread, no evaluation or checkpoints, a fresh seed. */
+static inline void dist_train_common(char *buf, size_t n, const char *args)
+{
+    snprintf(buf, n,
+             "%s --steps 5 --warmup 1 --lr 0.003 --hidden 16 --layers 2 --threads 1 "
+             "--eval-interval 0 --eval-batches 1 --ckpt-interval 0 --seed %llu",
+             args, (unsigned long long)(tu_next() % 1000000));
+}
+
+/* Runs prnn train with args on every rank (dist = 1) or on rank 0 alone,
+ * its output in dir/<tag>.rank<r>.txt; returns the exit status (rank 0's,
+ * shared). */
+static inline int dist_train_run(const char *dir, const char *args, const char *tag, int dist)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s/%s.rank%d.txt", dir, tag, g_rank);
+    int rc = 0;
+    if (dist || g_rank == 0) {
+        rc = tc_run(train_cmd_train, args, out);
+        if (rc != 0 && rc != 2) tc_show(out);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}
+
+/* Rank 0: the largest differences of losses (relative) and final weights
+ * (absolute) between runs dir/a and dir/b; zeros elsewhere. */
+static inline void dist_compare_runs(const char *dir, const char *a, const char *b, double *err_loss,
+                                     double *err_w, int *nl)
+{
+    *err_loss = *err_w = 0;
+    *nl = 0;
+    if (g_rank != 0) return;
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/%s", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", dir, b);
+    tc_compare_runs(pa, pb, err_loss, err_w, nl);
+}
+
+typedef struct {
+    int rc_one, rc_dist;     /* exit codes (rc_one: rank 0's, on every rank) */
+    double err_loss, err_w;  /* rank 0: losses' rel err, weights' abs err */
+    int nl;                  /* rank 0: losses compared */
+} dist_vs_one;
+
+/* Case k of a suite: `common` in one process (dir/one<k>) and with `flags`
+ * on every rank (dir/<tag><k>). */
+static inline void dist_run_vs_one(const char *dir, size_t k, const char *common, const char *flags,
+                                   const char *tag, dist_vs_one *r)
+{
+    char args[1400], one[32], other[64], out[512];
+    snprintf(one, sizeof one, "one%zu", k);
+    snprintf(other, sizeof other, "%s%zu", tag, k);
+    snprintf(args, sizeof args, "%s --out %s/%s", common, dir, one);
+    r->rc_one = dist_train_run(dir, args, one, 0);
+    snprintf(args, sizeof args, "%s %s --out %s/%s", common, flags, dir, other);
+    snprintf(out, sizeof out, "%s/%s.rank%d.txt", dir, other, g_rank);
+    r->rc_dist = tc_run(train_cmd_train, args, out); /* this rank's own status */
+    if (r->rc_dist != 0) tc_show(out);
+    dist_compare_runs(dir, one, other, &r->err_loss, &r->err_w, &r->nl);
+}
+
+/* Both exited 0, and (rank 0) the 5 steps' losses agree to 1e-4 relative
+ * and the weights to DIST_TRAIN_WEIGHT_TOL absolute. */
+static inline void dist_check_vs_one(const char *what, const dist_vs_one *r)
+{
+    const int ok = r->rc_one == 0 && r->rc_dist == 0 &&
+                   (g_rank != 0 || (r->nl == 5 && r->err_loss <= 1e-4 && r->err_w <= DIST_TRAIN_WEIGHT_TOL));
+    dcheck(ok, r->err_w,
+           "%s: exit %d and %d, losses of 5 steps agree (rel err %.1e, tol 1e-4), "
+           "weights (abs err, tol %.0e)",
+           what, r->rc_one, r->rc_dist, r->err_loss, DIST_TRAIN_WEIGHT_TOL);
+}
+
+#endif
