@@ -262,6 +262,17 @@ static void check_allreduce(void)
 /* ------------------------------------------------------------------------ */
 /* 3. Data parallel on GPUs                                                 */
 
+/* n token ids and targets on the GPU, and room for the loss (8 bytes). */
+static void upload_tokens(const int32_t *ids, const int32_t *tg, int64_t n, int32_t **d_ids,
+                          int32_t **d_tg, float **d_loss)
+{
+    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)d_ids, (size_t)n * 4));
+    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)d_tg, (size_t)n * 4));
+    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)d_loss, 8));
+    TU_REQUIRE(prnn_mem_upload(g_gpu, *d_ids, ids, (size_t)n * 4));
+    TU_REQUIRE(prnn_mem_upload(g_gpu, *d_tg, tg, (size_t)n * 4));
+}
+
 /* As test_dist.c: the split batch's averaged gradient against the whole
  * batch's on one GPU; 1e-5 of the gradient's RMS (summation order). */
 static void check_data_parallel(void)
@@ -282,13 +293,9 @@ static void check_data_parallel(void)
         tg[i] = tu_uniform(0, 1) < 0.3 ? -1 : (int32_t)tu_uniform(0, 256);
         total += tg[i] != -1;
     }
-    int32_t *d_ids = NULL, *d_tg = NULL;
-    float *d_loss = NULL, *ref = tu_malloc((size_t)P * 4), *g = tu_malloc((size_t)P * 4);
-    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_ids, (size_t)(B * T) * 4));
-    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_tg, (size_t)(B * T) * 4));
-    TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_loss, 8));
-    TU_REQUIRE(prnn_mem_upload(g_gpu, d_ids, ids, (size_t)(B * T) * 4));
-    TU_REQUIRE(prnn_mem_upload(g_gpu, d_tg, tg, (size_t)(B * T) * 4));
+    int32_t *d_ids, *d_tg;
+    float *d_loss, *ref = tu_malloc((size_t)P * 4), *g = tu_malloc((size_t)P * 4);
+    upload_tokens(ids, tg, B * T, &d_ids, &d_tg, &d_loss);
     TU_REQUIRE(prnn_model_zero_grads(m));
     TU_REQUIRE(prnn_model_forward(m, B, T, d_loss, d_ids, d_tg, 1, 0));
     TU_REQUIRE(prnn_model_backward(m, 1.0));
@@ -447,13 +454,9 @@ static void check_model_hook(void)
                 const int32_t a = (int32_t)tu_uniform(0, 256), b = (int32_t)tu_uniform(0, 256);
                 if (i == g_rank) ids[j] = a, tg[j] = b;
             }
-        int32_t *d_ids = NULL, *d_tg = NULL;
-        float *d_loss = NULL, *ref = tu_malloc((size_t)P * 4), *got = tu_malloc((size_t)P * 4);
-        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_ids, (size_t)(B * T) * 4));
-        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_tg, (size_t)(B * T) * 4));
-        TU_REQUIRE(prnn_mem_alloc(g_gpu, (void **)&d_loss, 8));
-        TU_REQUIRE(prnn_mem_upload(g_gpu, d_ids, ids, (size_t)(B * T) * 4));
-        TU_REQUIRE(prnn_mem_upload(g_gpu, d_tg, tg, (size_t)(B * T) * 4));
+        int32_t *d_ids, *d_tg;
+        float *d_loss, *ref = tu_malloc((size_t)P * 4), *got = tu_malloc((size_t)P * 4);
+        upload_tokens(ids, tg, B * T, &d_ids, &d_tg, &d_loss);
         TU_REQUIRE(prnn_model_zero_grads(m));
         TU_REQUIRE(prnn_model_forward(m, B, T, d_loss, d_ids, d_tg, 1, 0));
         TU_REQUIRE(prnn_model_backward(m, 1.0));
