@@ -3,7 +3,7 @@
  * stream, workspace) and the linear scan h_t = a_t * h_{t-1} + b_t, forward
  * and backward, in four algorithms:
  *
- *   CHUNKED  single pass with decoupled look-back (the default): each thread
+ *   CHUNKED  single pass with decoupled look-back: each thread
  *            block owns (row b, a tile of columns, a chunk of time), keeps its
  *            a and b in registers, learns its carry-in from the blocks before
  *            it in time and writes h once. Reads a, b and writes h exactly once
@@ -14,9 +14,13 @@
  *            and the local kernel again with each chunk's carry-in.
  *   STRIPED  for many channels: one block carries a stripe of channels
  *            through the whole row, tile after tile; no look-back, no
- *            workspace. AUTO takes it when B * H gives every SM two or more
- *            blocks, CHUNKED otherwise.
+ *            workspace.
  *   SERIAL   one thread per channel looping over t: the O(T) baseline.
+ *
+ * AUTO (the default) is STRIPED where its blocks fill the card, except the
+ * 16-bit backward, and CHUNKED otherwise; FIXED (summation order never
+ * depends on timing) is STRIPED where its blocks fill the card, TREE
+ * otherwise.
  *
  * All arithmetic and every carry is fp32; a, b, h, dh, da, db are stored as
  * fp32, bf16 or fp16; states h0, hT, dhT, dh0 are fp32. The per-step access

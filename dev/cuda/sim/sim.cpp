@@ -140,19 +140,27 @@ void syncthreads()
     to_scheduler();
 }
 
-unsigned ballot(unsigned mask, int pred)
+/* The calling thread's linear index t and its warp, for a full-warp
+ * operation `what` (ballot, shuffle): every lane of the warp must take part. */
+static warp &warp_op(unsigned mask, const char *what, unsigned &t)
 {
     if (mask != 0xffffffffu) {
-        fprintf(stderr, "prnn sim: only full-warp ballots are simulated\n");
+        fprintf(stderr, "prnn sim: only full-warp %ss are simulated\n", what);
         abort();
     }
-    const unsigned t = fibers[cur].tid.x + cur_bdim.x * (fibers[cur].tid.y + cur_bdim.y * fibers[cur].tid.z);
-    warp &w = warps[t / 32];
+    t = fibers[cur].tid.x + cur_bdim.x * (fibers[cur].tid.y + cur_bdim.y * fibers[cur].tid.z);
     for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
         if (i >= nthreads() || fibers[i].done) {
-            fprintf(stderr, "prnn sim: ballot in a warp with exited threads\n");
+            fprintf(stderr, "prnn sim: %s in a warp with exited threads\n", what);
             abort();
         }
+    return warps[t / 32];
+}
+
+unsigned ballot(unsigned mask, int pred)
+{
+    unsigned t;
+    warp &w = warp_op(mask, "ballot", t);
     const unsigned gen = w.gen;
     if (pred) w.vote |= 1u << (t % 32);
     if (++w.arrived == 32) {
@@ -173,17 +181,8 @@ unsigned ballot(unsigned mask, int pred)
  * src's (the generation's slot is double-buffered like the ballot's). */
 float shfl(unsigned mask, float v, int src)
 {
-    if (mask != 0xffffffffu) {
-        fprintf(stderr, "prnn sim: only full-warp shuffles are simulated\n");
-        abort();
-    }
-    const unsigned t = fibers[cur].tid.x + cur_bdim.x * (fibers[cur].tid.y + cur_bdim.y * fibers[cur].tid.z);
-    warp &w = warps[t / 32];
-    for (unsigned i = t / 32 * 32; i < t / 32 * 32 + 32; i++)
-        if (i >= nthreads() || fibers[i].done) {
-            fprintf(stderr, "prnn sim: shuffle in a warp with exited threads\n");
-            abort();
-        }
+    unsigned t;
+    warp &w = warp_op(mask, "shuffle", t);
     const unsigned gen = w.gen;
     w.vals[gen & 1][t % 32] = v;
     if (++w.arrived == 32) {
