@@ -160,7 +160,9 @@ typedef enum prnn_scan_algo {
                            (on the CPU: the same as TREE) */
     PRNN_SCAN_STRIPED,  /* GPU: one block carries a stripe of channels through
                            the whole sequence, no look-back; for large B*H
-                           (on the CPU: the same as TREE) */
+                           (with too few stripes for the card, through
+                           segments of the sequence joined by a look-back;
+                           on the CPU: the same as TREE) */
     PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
                            depends on timing, so that every run gives the same
                            bits: on CUDA STRIPED where its blocks fill the

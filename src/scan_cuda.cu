@@ -14,13 +14,15 @@
  *            and the local kernel again with each chunk's carry-in.
  *   STRIPED  for many channels: one block carries a stripe of channels
  *            through the whole row, tile after tile; no look-back, no
- *            workspace.
+ *            workspace. With too few stripes to fill the card, rows are cut
+ *            into segments whose carries come from a look-back over the
+ *            segments' aggregates (each segment read twice, the second
+ *            time mostly from L2).
  *   SERIAL   one thread per channel looping over t: the O(T) baseline.
  *
- * AUTO (the default) is STRIPED where its blocks fill the card, except the
- * 16-bit backward, and CHUNKED otherwise; FIXED (summation order never
- * depends on timing) is STRIPED where its blocks fill the card, TREE
- * otherwise.
+ * AUTO (the default) is STRIPED where its stripes fill the card walking
+ * whole rows, and CHUNKED otherwise; FIXED (summation order never depends
+ * on timing) is STRIPED where its stripes fill the card, TREE otherwise.
  *
  * All arithmetic and every carry is fp32; a, b, h, dh, da, db are stored as
  * fp32, bf16 or fp16; states h0, hT, dhT, dh0 are fp32. The per-step access
@@ -66,6 +68,7 @@ struct prnn_cuda_state {
     cudaStream_t stream;
     int owns_stream;
     int sm_count;
+    int l2_bytes;
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
@@ -136,6 +139,20 @@ prnn_status ws_reserve(prnn_cuda_state *st, size_t nflags, size_t data_bytes)
 }
 
 float *ws_data(prnn_cuda_state *st) { return reinterpret_cast<float *>(st->ws + st->data_offset); }
+
+/* Room for the look-back of `tiles` tiles of W columns, and a fresh epoch
+ * for their flags. */
+prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
+{
+    prnn_status s = ws_reserve(st, (size_t)tiles, (size_t)tiles * 3 * (size_t)W * sizeof(float));
+    if (s != PRNN_OK) return s;
+    if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
+        PRNN_CU(cudaMemsetAsync(st->ws + kFlagsOffset, 0, st->flag_cap * sizeof(unsigned),
+                                st->stream));
+        st->epoch = 1;
+    }
+    return PRNN_OK;
+}
 
 /* Copies the host lengths into the context's device buffer, on the stream. */
 prnn_status upload_lengths(prnn_cuda_state *st, const int64_t *lengths, int64_t B,
@@ -297,17 +314,45 @@ constexpr int kFoldBatch = 8; /* predecessor aggregates loaded at once */
 template <int VEC, int SB> constexpr int chunk_steps() { return VEC == 1 ? 2 * SB : SB; }
 constexpr int64_t kFewChains = 16;
 
-struct chunked_params {
-    scan_params s;
+/* The look-back state of one launch: R chains of nchunks tiles each. */
+struct lookback_params {
     unsigned *flags;       // (R, nchunks) epoch << 2 | status
     float *data;           // (R, nchunks, 3, W) aggregate A, aggregate B, inclusive
     unsigned long long *counter;
     unsigned long long ticket_base;
     unsigned epoch;
+    int64_t nchunks;       // tiles per chain
+};
+
+struct chunked_params {
+    scan_params s;
+    lookback_params lb;
     int lg_tx;             // TX = 1 << lg_tx column threads per block
     int64_t ntiles;        // column tiles per row
     int64_t R;             // B * ntiles
-    int64_t nchunks;       // time chunks per row
+};
+
+/* The look-back of a launch of nchunks tiles per chain, after
+ * lookback_reserve; the caller adds the launch's tile count to
+ * st->ticket_base once it is launched. */
+lookback_params lookback_open(prnn_cuda_state *st, int64_t nchunks)
+{
+    lookback_params lp;
+    lp.flags = reinterpret_cast<unsigned *>(st->ws + kFlagsOffset);
+    lp.data = ws_data(st);
+    lp.counter = reinterpret_cast<unsigned long long *>(st->ws);
+    lp.ticket_base = st->ticket_base;
+    lp.epoch = st->epoch;
+    lp.nchunks = nchunks;
+    return lp;
+}
+
+/* Shared memory of the look-back. */
+struct lookback_smem {
+    float carry[kThreads];                /* (W) the block's carry-in */
+    float partA[kThreads], partB[kThreads]; /* (G, W) fold partials */
+    unsigned vote[2][2][kWarps];
+    long long lin;
 };
 
 #ifndef PRNN_CUDA_SIM /* the host simulator brings its own, with stale reads */
@@ -416,24 +461,109 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
 #define PUBLISH_FENCE_ONE() ((void)0)
 #endif
 
+/* Step 1: the block's tile, from the launch's ticket counter (block-wide). */
+__device__ int64_t take_ticket(const lookback_params &lp, lookback_smem &sm)
+{
+    if (threadIdx.x == 0) sm.lin = (long long)(atomicAdd(lp.counter, 1ull) - lp.ticket_base);
+    __syncthreads();
+    return sm.lin;
+}
+
+/* Step 4 for tile `chunk` of chain r (block-wide; thread c < W holds
+ * column c's aggregate aggA, aggB, and in chunk 0 its carry-in carry0):
+ * publishes the aggregate, finds the carry-in by looking back, publishes
+ * the inclusive prefix. Returns the carry-in to threads c < W and leaves it
+ * in sm.carry. Chunk 0 publishes its inclusive prefix at once.
+ *
+ * The fold of a window is spread over the block: G = 256/W threads per
+ * column, thread (g, c) composing a contiguous run of the predecessors,
+ * then the g = 0 thread composing the G partials in order. acc is the
+ * composition of everything folded so far (the newer predecessors). */
+__device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t chunk, int W,
+                                float aggA, float aggB, float carry0, lookback_smem &sm)
+{
+    const int tid = threadIdx.x;
+    /* Tiles of one chain are consecutive in flags and data, so a look-back
+     * window is one contiguous run. */
+    const int64_t ts = 3 * (int64_t)W; /* floats per tile's data */
+    const unsigned *const flags_row = lp.flags + r * lp.nchunks;
+    const float *const data_row = lp.data + r * lp.nchunks * ts;
+    float *const my = lp.data + (r * lp.nchunks + chunk) * ts;
+    unsigned *const my_flag = lp.flags + r * lp.nchunks + chunk;
+    const unsigned tag = lp.epoch << 2;
+    float carry = carry0;
+    if (chunk > 0) {
+        if (tid < W) {
+            my[tid] = aggA;
+            my[W + tid] = aggB;
+            PUBLISH_FENCE_EACH();
+        }
+        __syncthreads();
+        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusA);
+
+        const int G = kThreads / W, c = tid & (W - 1), g = tid / W;
+        float accA = 1.0f, accB = 0.0f;
+        int parity = 0;
+        for (int64_t base = chunk - 1;; base -= kThreads) {
+            const int np = lookback_poll(flags_row, base, lp.epoch, sm.vote, parity);
+            const float *q = data_row + base * ts + c; /* predecessor i at q - i*ts */
+            float incl = 0.0f;
+            if (g == 0 && np < kThreads) incl = __ldcg(q - np * ts + 2 * W);
+            const int lo = g * np / G, hi = (g + 1) * np / G;
+            float pA = 1.0f, pB = 0.0f;
+            for (int i = lo; i < hi; i += kFoldBatch) {
+                float fa[kFoldBatch], fb[kFoldBatch];
+#pragma unroll
+                for (int k = 0; k < kFoldBatch; k++) {
+                    fa[k] = 1.0f;
+                    fb[k] = 0.0f;
+                    if (i + k < hi) {
+                        fa[k] = __ldcg(q - (i + k) * ts);
+                        fb[k] = __ldcg(q - (i + k) * ts + W);
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < kFoldBatch; k++) {
+                    pB = pA * fb[k] + pB;
+                    pA = pA * fa[k];
+                }
+            }
+            sm.partA[tid] = pA; /* tid == g * W + c */
+            sm.partB[tid] = pB;
+            __syncthreads();
+            if (g == 0) {
+                for (int k = 0; k < G; k++) {
+                    accB = accA * sm.partB[k * W + c] + accB;
+                    accA = accA * sm.partA[k * W + c];
+                }
+                if (np < kThreads) carry = accA * incl + accB;
+            }
+            if (np < kThreads) break;
+        }
+    }
+    if (tid < W) {
+        my[2 * W + tid] = aggA * carry + aggB;
+        sm.carry[tid] = carry;
+        PUBLISH_FENCE_EACH();
+    }
+    __syncthreads();
+    if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
+    return carry;
+}
+
 template <typename T, int VEC, bool BWD, int SB, int MB>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
     constexpr int S = chunk_steps<VEC, SB>();
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
     __shared__ __align__(16) float sB[kThreads * VEC];
-    __shared__ float s_carry[kThreads];                 /* (W) the block's carry-in */
-    __shared__ float s_partA[kThreads], s_partB[kThreads]; /* (G, W) look-back partials */
-    __shared__ unsigned s_vote[2][2][kWarps];
-    __shared__ long long s_lin;
+    __shared__ lookback_smem lsm;
 
     const scan_params &p = cp.s;
     const int tid = threadIdx.x;
 
     /* 1. ticket */
-    if (tid == 0) s_lin = (long long)(atomicAdd(cp.counter, 1ull) - cp.ticket_base);
-    __syncthreads();
-    const int64_t lin = s_lin;
+    const int64_t lin = take_ticket(cp.lb, lsm);
     const int64_t chunk = lin / cp.R, r = lin - chunk * cp.R;
     const int64_t b = r / cp.ntiles, tile = r - b * cp.ntiles;
 
@@ -490,91 +620,14 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
     smem_put<VEC>(sB + tid * VEC, Bs);
     __syncthreads();
 
-    /* 4. publish and look back; thread c < W owns column c of the tile.
-     * Tiles of one (row, column tile) are consecutive in flags and data, so
-     * a look-back window is one contiguous run. */
-    const int64_t ts = 3 * (int64_t)W; /* floats per tile's data */
-    const unsigned *const flags_row = cp.flags + r * cp.nchunks;
-    const float *const data_row = cp.data + r * cp.nchunks * ts;
-    float *const my = cp.data + (r * cp.nchunks + chunk) * ts;
-    unsigned *const my_flag = cp.flags + r * cp.nchunks + chunk;
+    /* 4. publish and look back; thread c < W owns column c of the tile */
     float aggA = 1.0f, aggB = 0.0f, carry = 0.0f;
     if (tid < W) {
         aggA = sA[(TY - 1) * W + tid];
         aggB = sB[(TY - 1) * W + tid];
+        if (chunk == 0 && tile * W + tid < p.H) carry = state_in<BWD>(p, b, tile * W + tid);
     }
-    const unsigned tag = cp.epoch << 2;
-    if (chunk == 0) {
-        if (tid < W) {
-            const int64_t c = tile * W + tid;
-            carry = c < p.H ? state_in<BWD>(p, b, c) : 0.0f;
-            my[2 * W + tid] = aggA * carry + aggB;
-            s_carry[tid] = carry;
-            PUBLISH_FENCE_EACH();
-        }
-        __syncthreads();
-        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
-    } else {
-        if (tid < W) {
-            my[tid] = aggA;
-            my[W + tid] = aggB;
-            PUBLISH_FENCE_EACH();
-        }
-        __syncthreads();
-        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusA);
-
-        /* The fold of a window is spread over the block: G = 256/W threads
-         * per column, thread (g, c) composing a contiguous run of the
-         * predecessors, then the g = 0 thread composing the G partials in
-         * order. acc is the composition of everything folded so far (the
-         * newer predecessors). */
-        const int G = kThreads / W, c = tid & (W - 1), g = tid / W;
-        float accA = 1.0f, accB = 0.0f;
-        int parity = 0;
-        for (int64_t base = chunk - 1;; base -= kThreads) {
-            const int np = lookback_poll(flags_row, base, cp.epoch, s_vote, parity);
-            const float *q = data_row + base * ts + c; /* predecessor i at q - i*ts */
-            float incl = 0.0f;
-            if (g == 0 && np < kThreads) incl = __ldcg(q - np * ts + 2 * W);
-            const int lo = g * np / G, hi = (g + 1) * np / G;
-            float pA = 1.0f, pB = 0.0f;
-            for (int i = lo; i < hi; i += kFoldBatch) {
-                float fa[kFoldBatch], fb[kFoldBatch];
-#pragma unroll
-                for (int k = 0; k < kFoldBatch; k++) {
-                    fa[k] = 1.0f;
-                    fb[k] = 0.0f;
-                    if (i + k < hi) {
-                        fa[k] = __ldcg(q - (i + k) * ts);
-                        fb[k] = __ldcg(q - (i + k) * ts + W);
-                    }
-                }
-#pragma unroll
-                for (int k = 0; k < kFoldBatch; k++) {
-                    pB = pA * fb[k] + pB;
-                    pA = pA * fa[k];
-                }
-            }
-            s_partA[tid] = pA; /* tid == g * W + c */
-            s_partB[tid] = pB;
-            __syncthreads();
-            if (g == 0) {
-                for (int k = 0; k < G; k++) {
-                    accB = accA * s_partB[k * W + c] + accB;
-                    accA = accA * s_partA[k * W + c];
-                }
-                if (np < kThreads) carry = accA * incl + accB;
-            }
-            if (np < kThreads) break;
-        }
-        if (tid < W) {
-            my[2 * W + tid] = aggA * carry + aggB;
-            s_carry[tid] = carry;
-            PUBLISH_FENCE_EACH();
-        }
-        __syncthreads();
-        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
-    }
+    carry = lookback_carry(cp.lb, r, chunk, W, aggA, aggB, carry, lsm);
     if (tid < W && tile * W + tid < p.H && s_first <= L - 1 && L - 1 < s_first + C)
         state_out<T, BWD>(p, b, tile * W + tid, L, aggA * carry + aggB);
 
@@ -590,7 +643,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
             for (int v = 0; v < VEC; v++) { eA[v] = 1.0f; eB[v] = 0.0f; }
         }
 #pragma unroll
-        for (int v = 0; v < VEC; v++) st[v] = eA[v] * s_carry[tx * VEC + v] + eB[v];
+        for (int v = 0; v < VEC; v++) st[v] = eA[v] * lsm.carry[tx * VEC + v] + eB[v];
     }
     if (!col_ok) return;
     /* Backward: h_{s-1} is loaded only now, and for packed 16-bit vectors
@@ -634,24 +687,14 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     if (nchunks > INT32_MAX / R) return PRNN_ERR_UNSUPPORTED;
     const int64_t nblocks = nchunks * R;
 
-    prnn_status s = ws_reserve(st, (size_t)nblocks, (size_t)nblocks * 3 * W * sizeof(float));
+    prnn_status s = lookback_reserve(st, nblocks, W);
     if (s != PRNN_OK) return s;
-    if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
-        PRNN_CU(cudaMemsetAsync(st->ws + kFlagsOffset, 0, st->flag_cap * sizeof(unsigned),
-                                st->stream));
-        st->epoch = 1;
-    }
     chunked_params cp;
     cp.s = p;
-    cp.flags = reinterpret_cast<unsigned *>(st->ws + kFlagsOffset);
-    cp.data = ws_data(st);
-    cp.counter = reinterpret_cast<unsigned long long *>(st->ws);
-    cp.ticket_base = st->ticket_base;
-    cp.epoch = st->epoch;
+    cp.lb = lookback_open(st, nchunks);
     cp.lg_tx = lg_tx;
     cp.ntiles = ntiles;
     cp.R = R;
-    cp.nchunks = nchunks;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB>;
     PRNN_LAUNCH(kernel, (unsigned)nblocks, kThreads, st->stream, cp);
     PRNN_CU_LAUNCHED();
@@ -714,15 +757,43 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
 namespace {
 
 constexpr int kStripeWarps = kThreads / 32;
+/* A logical step past every row's end: load_step gives the identity. */
+constexpr int64_t kPastEnd = INT64_MAX / 4;
 /* Column lanes per warp: 128 bytes of a time row. */
 template <typename T, int VEC> constexpr int stripe_cl()
 {
     return VEC == 1 ? 32 : 128 / (VEC * (int)sizeof(T));
 }
 
-template <typename T, int VEC, bool BWD, int S, int MB>
-__global__ void __launch_bounds__(kThreads, MB)
-    striped_scan_kernel(const scan_params p, const int64_t nstripes)
+/* Inclusive scan of the summaries (A, B) over a warp's TW time lanes (lane
+ * tw - d is d*CL lanes down). */
+template <int CL, int TW, int VEC>
+__device__ __forceinline__ void warp_time_scan(float (&A)[VEC], float (&Bs)[VEC], int tw)
+{
+#pragma unroll
+    for (int d = 1; d < TW; d <<= 1) {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) {
+            const float pA = __shfl_up_sync(0xffffffffu, A[v], (unsigned)(d * CL));
+            const float pB = __shfl_up_sync(0xffffffffu, Bs[v], (unsigned)(d * CL));
+            if (tw >= d) {
+                Bs[v] = A[v] * pB + Bs[v];
+                A[v] = A[v] * pA;
+            }
+        }
+    }
+}
+
+struct striped_params {
+    scan_params s;
+    lookback_params lb; /* segments' look-back (nseg > 1) */
+    int64_t nstripes;   /* stripes per row */
+    int64_t seg_len;    /* steps per segment, a multiple of the tile's */
+    int64_t nseg;       /* segments per row */
+};
+
+template <typename T, int VEC, bool BWD, int S, int MB, bool SEG>
+__global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const striped_params sp)
 {
     constexpr int CL = stripe_cl<T, VEC>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
@@ -734,13 +805,26 @@ __global__ void __launch_bounds__(kThreads, MB)
     __shared__ __align__(16) float sA[2][kStripeWarps][CW]; /* warp aggregates, by tile parity */
     __shared__ __align__(16) float sB[2][kStripeWarps][CW];
     __shared__ __align__(16) float sS[kWarp0 ? kStripeWarps : 1][kWarp0 ? CW : 1]; /* state entering each warp */
+    __shared__ float sFin[CW];   /* segment 0's final state */
+    __shared__ lookback_smem lsm;
 
+    const scan_params &p = sp.s;
     const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
     const int cl = lane % CL, tw = lane / CL, tl = w * TW + tw;
-    const int64_t b = (int64_t)blockIdx.x / nstripes, stripe = (int64_t)blockIdx.x - b * nstripes;
+    int64_t r = blockIdx.x, seg = 0;
+    if constexpr (SEG) {
+        const int64_t lin = take_ticket(sp.lb, lsm);
+        const int64_t nr = p.B * sp.nstripes;
+        seg = lin / nr;
+        r = lin - seg * nr;
+    }
+    const int64_t b = r / sp.nstripes, stripe = r - b * sp.nstripes;
     const int64_t col = stripe * CW + (int64_t)cl * VEC;
     const bool col_ok = col < p.H;
     const int64_t row = b * p.T, L = row_length(p, b);
+    const int64_t u_begin = seg * sp.seg_len;
+    const int64_t u_end = u_begin + sp.seg_len < p.T ? u_begin + sp.seg_len : p.T;
+    const bool live = u_begin < L; /* the segment holds valid steps */
 
     /* carry[j]: the state of stripe column cc(j), kept by every lane of
      * that column (kWarp0: by lane j of warp 0 only) */
@@ -749,44 +833,86 @@ __global__ void __launch_bounds__(kThreads, MB)
     float carry[NC];
 #pragma unroll
     for (int j = 0; j < NC; j++)
-        carry[j] = keeps && cc(j) < CW && stripe * CW + cc(j) < p.H
+        carry[j] = seg == 0 && keeps && cc(j) < CW && stripe * CW + cc(j) < p.H
                        ? state_in<BWD>(p, b, stripe * CW + cc(j)) : 0.0f;
 
-    /* x, y: this tile's steps; the next tile's load into xn, yn while this
-     * one is scanned and written */
     R x[S], y[S];
+    if (SEG && seg > 0 && live) {
+        /* Sweep 1: the segment's aggregate. Time lane tl reduces the
+         * contiguous steps [v0, v0 + q), S at a time with the next S in
+         * flight; the lanes are then composed in order. */
+        const int64_t q = sp.seg_len / TL, v0 = u_begin + (int64_t)tl * q;
+        float gA[VEC], gB[VEC];
 #pragma unroll
-    for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, (int64_t)tl * S + k, L, col, col_ok, x[k], y[k]);
+        for (int v = 0; v < VEC; v++) { gA[v] = 1.0f; gB[v] = 0.0f; }
+#pragma unroll
+        for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, v0 + k, L, col, col_ok, x[k], y[k]);
+        for (int64_t i = 0; i < q; i += S) {
+            R xn[S], yn[S];
+            const int64_t un = i + S < q ? v0 + i + S : kPastEnd; /* past the end: identity */
+#pragma unroll
+            for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, un + k, L, col, col_ok, xn[k], yn[k]);
+            float A[VEC], Bs[VEC];
+            summarize<T, VEC, S>(x, y, A, Bs);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                gB[v] = A[v] * gB[v] + Bs[v];
+                gA[v] = A[v] * gA[v];
+            }
+#pragma unroll
+            for (int k = 0; k < S; k++) { x[k] = xn[k]; y[k] = yn[k]; }
+        }
+        warp_time_scan<CL, TW, VEC>(gA, gB, tw);
+        if (tw == TW - 1) {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                sA[1][w][cl * VEC + v] = gA[v];
+                sB[1][w][cl * VEC + v] = gB[v];
+            }
+        }
+        __syncthreads();
+        float aggA = 1.0f, aggB = 0.0f;
+        if (threadIdx.x < CW) {
+            for (int k = 0; k < kStripeWarps; k++) {
+                aggB = sA[1][k][threadIdx.x] * aggB + sB[1][k][threadIdx.x];
+                aggA = sA[1][k][threadIdx.x] * aggA;
+            }
+        }
+        /* the walk's first tile is on its way during the look-back (its
+         * barriers also order the reads of sA[1] above before the walk's
+         * first writes there, at tile parity 1) */
+#pragma unroll
+        for (int k = 0; k < S; k++)
+            load_step<T, VEC, BWD>(p, row, u_begin + (int64_t)tl * S + k, L, col, col_ok, x[k], y[k]);
+        (void)lookback_carry(sp.lb, r, seg, CW, aggA, aggB, 0.0f, lsm);
+#pragma unroll
+        for (int j = 0; j < NC; j++)
+            if (keeps && cc(j) < CW) carry[j] = lsm.carry[cc(j)];
+    } else {
+#pragma unroll
+        for (int k = 0; k < S; k++)
+            load_step<T, VEC, BWD>(p, row, u_begin + (int64_t)tl * S + k, L, col, col_ok, x[k], y[k]);
+    }
 
+    /* Sweep 2 (the only one without segments): the walk */
     int par = 0;
-    for (int64_t tile = 0; tile < p.T; tile += STEPS, par ^= 1) {
+    for (int64_t tile = u_begin; tile < u_end; tile += STEPS, par ^= 1) {
         const int64_t u0 = tile + (int64_t)tl * S;
         R xn[S], yn[S];
+        const int64_t un = !SEG || tile + STEPS < u_end ? u0 + STEPS : kPastEnd;
 #pragma unroll
-        for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, u0 + STEPS + k, L, col, col_ok, xn[k], yn[k]);
-        /* backward: h_{s-1} of this tile's steps, needed only at the end */
-        float hp[BWD ? S : 1][VEC];
+        for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, un + k, L, col, col_ok, xn[k], yn[k]);
+        /* backward: h_{s-1} of this tile's steps, kept as loaded (16-bit
+         * packed) until the end */
+        R hq[BWD ? S : 1];
         if constexpr (BWD) {
 #pragma unroll
-            for (int k = 0; k < S; k++) load_hprev<T, VEC>(p, b, u0 + k, L, col, col_ok, hp[k]);
+            for (int k = 0; k < S; k++) load_hprev_reg<T, VEC>(p, b, u0 + k, L, col, col_ok, hq[k]);
         }
 
         float A[VEC], Bs[VEC];
         summarize<T, VEC, S>(x, y, A, Bs);
-
-        /* inclusive scan over the warp's time lanes (lane tw - d is d*CL down) */
-#pragma unroll
-        for (int d = 1; d < TW; d <<= 1) {
-#pragma unroll
-            for (int v = 0; v < VEC; v++) {
-                const float pA = __shfl_up_sync(kAll, A[v], (unsigned)(d * CL));
-                const float pB = __shfl_up_sync(kAll, Bs[v], (unsigned)(d * CL));
-                if (tw >= d) {
-                    Bs[v] = A[v] * pB + Bs[v];
-                    A[v] = A[v] * pA;
-                }
-            }
-        }
+        warp_time_scan<CL, TW, VEC>(A, Bs, tw);
         /* the exclusive prefix within the warp, and the warp's aggregate */
         float eA[VEC], eB[VEC];
 #pragma unroll
@@ -841,15 +967,29 @@ __global__ void __launch_bounds__(kThreads, MB)
 #pragma unroll
             for (int k = 0; k < S; k++) {
                 advance<T, VEC>(x[k], y[k], st);
-                if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp[BWD ? k : 0]);
+                float hp[VEC] = {};
+                if constexpr (BWD) hprev_get<T, VEC>(p, b, u0 + k, L, col, hq[k], hp);
+                if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp);
             }
         }
 #pragma unroll
         for (int k = 0; k < S; k++) { x[k] = xn[k]; y[k] = yn[k]; }
     }
-    /* padding steps are the identity: the final carry is the state after
-     * the row's last valid step */
-    if (kWarp0 ? w == 0 : tl == 0) {
+    /* padding steps are the identity: the carry is the state after the
+     * segment's last valid step */
+    const bool lead = kWarp0 ? w == 0 : tl == 0;
+    if (SEG && seg == 0 && live) {
+        /* segment 0 publishes its final state as its inclusive prefix */
+        if (lead) {
+#pragma unroll
+            for (int j = 0; j < NC; j++)
+                if (cc(j) < CW) sFin[cc(j)] = carry[j];
+        }
+        __syncthreads();
+        (void)lookback_carry(sp.lb, r, 0, CW, 1.0f, 0.0f, threadIdx.x < CW ? sFin[threadIdx.x] : 0.0f,
+                             lsm);
+    }
+    if (lead && (L == 0 ? seg == 0 : u_begin <= L - 1 && L - 1 < u_end)) {
 #pragma unroll
         for (int j = 0; j < NC; j++) {
             const int64_t c = stripe * CW + cc(j);
@@ -858,7 +998,7 @@ __global__ void __launch_bounds__(kThreads, MB)
     }
 }
 
-/* Blocks (row x stripe) of a STRIPED launch. */
+/* Blocks (row x stripe) of a STRIPED launch without segments. */
 template <typename T, int VEC> int64_t striped_blocks(const scan_params &p)
 {
     return p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC>() * VEC);
@@ -872,31 +1012,112 @@ double wave_fill(int64_t blocks, int64_t per_sm, int sm_count)
     return (double)blocks / (double)(waves * slots);
 }
 
+/* Whether `blocks` stripes keep the card busy walking whole rows: they give
+ * every SM one and fill at least 70% of the slots of their waves. A row
+ * walked by one block cannot be split, so a part-empty last wave costs its
+ * share of the time; at 72.7% (bf16, 16 x 768 channels: 192 blocks on 264
+ * slots) STRIPED still measured 80% of the roofline against CHUNKED's 74%. */
+bool stripes_fill(int64_t blocks, int per_sm, int sm_count)
+{
+    return blocks >= sm_count && wave_fill(blocks, per_sm, sm_count) >= 0.7;
+}
+
+/* Steps per segment. Stripes that fill the card walk whole rows. Otherwise
+ * rows are cut into segments, about 4 per slot, each at least a tile, and
+ * short enough that the a and b of the segments resident at once (read
+ * twice) take at most 40% of L2. */
+int64_t striped_seg_len(const prnn_cuda_state *st, const scan_params &p, int64_t stripes,
+                        int64_t steps, int per_sm)
+{
+    if (stripes_fill(stripes, per_sm, st->sm_count)) return p.T;
+    const int64_t slots = (int64_t)st->sm_count * per_sm;
+#ifdef PRNN_STRIPE_SEG_TILES /* lab sweeps: tiles per segment */
+    int64_t len = (int64_t)PRNN_STRIPE_SEG_TILES * steps;
+    (void)slots;
+#else
+    int64_t len = ceil_div(p.T * stripes, 4 * slots);
+    const int64_t l2_len = (int64_t)(0.4 * (double)st->l2_bytes) / (slots * 2 * 128);
+    if (len > l2_len) len = l2_len;
+#endif
+    len = len / steps * steps;
+    if (len < steps) len = steps;
+    return len < p.T ? len : p.T;
+}
+
+/* The 16-bit backward's steps per lane and blocks per SM. */
+constexpr int kBwd16Steps = 2, kBwd16Blocks = 2;
+
+/* Time steps of a STRIPED tile at S steps per lane. */
+template <typename T, int VEC, int S> constexpr int64_t striped_steps()
+{
+    return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC>()) * S;
+}
+
+/* Tiles per segment of a STRIPED launch at S steps per lane and MB blocks
+ * per SM (0 where rows are shorter than a tile). */
+template <typename T, int VEC, int S, int MB>
+int64_t striped_seg_tiles(const prnn_cuda_state *st, const scan_params &p)
+{
+    constexpr int64_t STEPS = striped_steps<T, VEC, S>();
+    return striped_seg_len(st, p, striped_blocks<T, VEC>(p), STEPS, MB) / STEPS;
+}
+
 template <typename T, int VEC, bool BWD, int S, int MB>
 prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t nstripes)
 {
-    auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB>;
-    PRNN_LAUNCH(kernel, (unsigned)(p.B * nstripes), kThreads, st->stream, p, nstripes);
+    constexpr int CL = stripe_cl<T, VEC>();
+    constexpr int64_t STEPS = striped_steps<T, VEC, S>();
+    striped_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.s = p;
+    sp.nstripes = nstripes;
+    const int64_t stripes = p.B * nstripes;
+    sp.seg_len = striped_seg_len(st, p, stripes, STEPS, MB);
+    sp.nseg = ceil_div(p.T, sp.seg_len);
+    if (sp.nseg > INT32_MAX / stripes) return PRNN_ERR_UNSUPPORTED;
+    const int64_t blocks = stripes * sp.nseg;
+    if (sp.nseg > 1) {
+        prnn_status s = lookback_reserve(st, blocks, (int64_t)CL * VEC);
+        if (s != PRNN_OK) return s;
+        sp.lb = lookback_open(st, sp.nseg);
+    }
+    auto *kernel = sp.nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true>
+                               : striped_scan_kernel<T, VEC, BWD, S, MB, false>;
+    PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, sp);
     PRNN_CU_LAUNCHED();
+    if (sp.nseg > 1) st->ticket_base += (unsigned long long)blocks;
     return PRNN_OK;
 }
 
-/* Blocks per SM of a STRIPED launch of `blocks` blocks: 2 for scalars and
- * for the fp32 forward, unless 2 per SM leave much of the last wave empty
- * (16 x 768 channels: 384 blocks on 264 slots) where 1 per SM does not;
- * else 1. */
+/* Blocks per SM of a STRIPED launch of `blocks` stripes: 2 for scalars
+ * and the 16-bit backward; for the 16-bit forward 2 when at 1 per SM the
+ * last wave would be under 3/4 full (bf16 16 x 768: 192 stripes, a last
+ * wave of 60 on 132 SMs; 3 steps at 2 per SM measured 82.0% of the copy
+ * roofline against 78.7%, and 74.5 against 72.6 at T = 4K, while at 16 x
+ * 1024 the 1-per-SM tile was 2-4 points faster); for the fp32 forward 2
+ * unless 2 per SM leave much of the last wave empty (16 x 768 channels:
+ * 384 blocks on 264 slots) where 1 per SM does not; else 1. */
 template <typename T, int VEC, bool BWD> int striped_per_sm(int64_t blocks, int sm_count)
 {
     if (VEC == 1) return 2;
-    if (sizeof(T) == 2 || BWD) return 1;
-    return blocks >= 2 * (int64_t)sm_count &&
-                   wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05
+    if (sizeof(T) == 2) {
+        if (BWD) return kBwd16Blocks;
+        const int64_t last = blocks - (ceil_div(blocks, sm_count) - 1) * sm_count;
+        return 4 * last < 3 * (int64_t)sm_count ? 2 : 1;
+    }
+    if (BWD) return 1;
+    return blocks < (int64_t)sm_count ||
+                   (blocks >= 2 * (int64_t)sm_count &&
+                    wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05)
                ? 2 : 1;
 }
 
 /* Steps per lane at those blocks per SM, measured on an H200
  * (dev/cuda/README.md): fp32 vectors forward 3 at 2 per SM (128 registers)
- * or 4 at 1; backward 4; 16-bit vectors 8 forward, 4 backward; scalars 8. */
+ * or 4 at 1; backward 4; 16-bit vectors forward 8 at 1 per SM or 3 at 2,
+ * backward 2 (its h_{s-1} kept packed: 4 at 1 per SM ran at 55-57% of the
+ * copy roofline, 2 at 2 per SM at 92% with the forward at 16 x 64K x 1024
+ * bf16); scalars 8. */
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
@@ -905,7 +1126,12 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
     if constexpr (VEC == 1) {
         return striped_launch<T, 1, BWD, 8, 2>(st, p, nstripes);
     } else if constexpr (sizeof(T) == 2) {
-        return striped_launch<T, VEC, BWD, BWD ? 4 : 8, 1>(st, p, nstripes);
+        if constexpr (BWD)
+            return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks>(st, p, nstripes);
+        else if (striped_per_sm<T, VEC, BWD>(p.B * nstripes, st->sm_count) == 2)
+            return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
+        else
+            return striped_launch<T, VEC, BWD, 8, 1>(st, p, nstripes);
     } else if constexpr (BWD) {
         return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
     } else {
@@ -915,28 +1141,30 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
     }
 }
 
-/* Whether a STRIPED launch keeps the card busy: its blocks give every SM
- * one and fill at least 70% of the slots of their waves. A row walked by
- * one block cannot be split, so a part-empty last wave costs its share of
- * the time; at 72.7% (bf16, 16 x 768 channels: 192 blocks on 264 slots)
- * STRIPED still measured 80% of the roofline against CHUNKED's 74%. */
+/* Whether a STRIPED launch walks whole rows (stripes_fill at its blocks
+ * per SM): no segments, no look-back. */
 template <typename T, int VEC, bool BWD>
 bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
 {
     const int64_t blocks = striped_blocks<T, VEC>(p);
-    return blocks >= st->sm_count &&
-           wave_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count) >= 0.7;
+    return stripes_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count);
 }
 
 /* AUTO between the striped and the chunked scan: striped on the vector path
- * where it fills the card, except the 16-bit backward, where the chunked
- * scan is faster (H200: 16 x 64K x 1024 bf16 backward 3.6 ms against
- * 4.2-5.4 ms). */
+ * where its stripes fill the card walking whole rows, and for the 16-bit
+ * backward also cut into segments of at least 3 tiles; the chunked scan
+ * otherwise. Measured on an H200 (dev/cuda/README.md): with segments the
+ * 16-bit backward ran 12-20% faster than the chunked one (B*H = 64 and 256,
+ * T = 64K and 1M) except with 1-tile segments (1 x 64K x 64, 16 x 4K x 64);
+ * every other segmented case ran slower than the chunked scan. */
 template <typename T, int VEC, bool BWD>
 bool auto_striped(const prnn_cuda_state *st, const scan_params &p)
 {
-    if (VEC == 1 || (BWD && sizeof(T) == 2)) return false;
-    return striped_fills<T, VEC, BWD>(st, p);
+    if (VEC == 1) return false;
+    if (striped_fills<T, VEC, BWD>(st, p)) return true;
+    if constexpr (BWD && sizeof(T) == 2)
+        return striped_seg_tiles<T, VEC, kBwd16Steps, kBwd16Blocks>(st, p) >= 3;
+    return false;
 }
 
 } // namespace
@@ -1432,6 +1660,7 @@ extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *
     device_guard guard(dev);
     cudaError_t e = guard.err;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->l2_bytes, cudaDevAttrL2CacheSize, dev);
     if (e == cudaSuccess) {
         if (cfg && cfg->cuda_stream) {
             st->stream = static_cast<cudaStream_t>(cfg->cuda_stream);

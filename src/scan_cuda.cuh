@@ -351,6 +351,29 @@ __device__ __forceinline__ void load_hprev(const scan_params &p, int64_t b, int6
     }
 }
 
+/* load_hprev in two halves, for holding h_{s-1} as loaded (16-bit vectors
+ * packed) until it is used: the load of h at u+1 (zeros where there is
+ * none), then the values, with h0 (fp32, never rounded to the storage
+ * type) at u = L-1. */
+template <typename T, int VEC, typename R>
+__device__ __forceinline__ void load_hprev_reg(const scan_params &p, int64_t b, int64_t u,
+                                               int64_t L, int64_t col, bool col_ok, R &hq)
+{
+    reg_fill<T, VEC>(hq, 0.0f);
+    if (col_ok && u + 1 < L)
+        reg_load<T, VEC>(hq, p.h_in, (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col);
+}
+template <typename T, int VEC, typename R>
+__device__ __forceinline__ void hprev_get(const scan_params &p, int64_t b, int64_t u, int64_t L,
+                                          int64_t col, const R &hq, float (&hp)[VEC])
+{
+    reg_get<T, VEC>(hq, hp);
+    if (u == L - 1 && p.h0) {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) hp[v] = __ldg(p.h0 + b * p.H + col + v);
+    }
+}
+
 /* Writes the outputs of logical step u: forward h = state; backward
  * db = g, da = g * h_{s-1}. Padding steps write zeros. */
 template <typename T, int VEC, bool BWD>

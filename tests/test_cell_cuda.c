@@ -141,6 +141,15 @@ typedef struct {
 static const tolerance TOL_F32 = {1e-5, 1e-4, "fp32: summation order of GEMMs and scan, no TF32"};
 
 /*
+ * fp32 at T = 65537: the weight and bias gradients sum K = B*T up to 2e5
+ * terms, ~sqrt(K) = 443 ulps (2.6e-5) of the terms before any cancellation
+ * against each other; measured on an H200 (minGRU in log space, B = 3):
+ * norm 1.3e-5, max 1.4e-5, in 1 run of 6 (same seed, same bits with the
+ * library of the previous release). Norm bound 5e-5; max stays 1e-4.
+ */
+static const tolerance TOL_F32_LONG = {5e-5, 1e-4, "fp32 over 2e5-term gradient sums"};
+
+/*
  * bf16: x, params and dy are rounded to bf16 for both sides, so what
  * differs is the GPU's bf16 storage of everything in between: P = xW, the
  * gates a and b (log a, log b), the states c (log c), y, dc, da, db and dP,
@@ -179,16 +188,17 @@ static const tolerance TOL_BF16_LOG = {2e-2, 5e-1, "bf16 log space: log c stored
  * bidirectional layer's dx is the forward direction's GEMM result, stored in
  * bf16, plus the reverse direction's: where the two nearly cancel, the
  * entry keeps the first one's rounding, 2^-9 of a partial that can be far
- * above the RMS (seen: -2^-9 for a true -1e-6, 1.4 x RMS). fp32 at the same
- * shapes stays within TOL_F32, so a wrong term would still show there, and
- * the norm bound here still catches one.
+ * above the RMS (seen: -2^-9 for a true -1e-6, 1.4 x RMS; and in GILR-LSTM
+ * with every option, 2^-8 for a true -1.5e-4: 2.1 x (|want| + RMS), in 1
+ * run of 6). fp32 at the same shapes stays within TOL_F32_LONG, so a wrong
+ * term would still show there, and the norm bound here still catches one.
  */
-static const tolerance TOL_BF16_LONG = {4e-2, 2.0, "bf16 over 1e6 entries: tail extremes (see above)"};
+static const tolerance TOL_BF16_LONG = {4e-2, 4.0, "bf16 over 1e6 entries: tail extremes (see above)"};
 static int g_long_t; /* in the long-T section */
 
 static tolerance tol_of(prnn_dtype dt)
 {
-    if (dt == PRNN_DTYPE_F32) return TOL_F32;
+    if (dt == PRNN_DTYPE_F32) return g_long_t ? TOL_F32_LONG : TOL_F32;
     return g_long_t ? TOL_BF16_LONG : TOL_BF16;
 }
 

@@ -263,9 +263,8 @@ cudaError_t cudaGetDevice(int *dev)
 cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
-    (void)attr;
     (void)dev;
-    *value = 132;
+    *value = attr == cudaDevAttrL2CacheSize ? 50 << 20 : 132; /* an H100/H200 */
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }

@@ -36,7 +36,7 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrL2CacheSize = 38 };
 
 #define cudaStreamNonBlocking 0x01
 
