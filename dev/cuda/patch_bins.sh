@@ -3,7 +3,7 @@
 # machine with nvcc but no GPU, into a folder to carry to the GPU machine
 # (sm_90, no OpenBLAS, no -march=native, so the programs run there):
 #
-#   dev/cuda/patch_bins.sh dev/cuda/warpscan/chunked-warpscan.patch gpu-bin
+#   PATCH_BASE=2ac7c63 dev/cuda/patch_bins.sh dev/cuda/warpscan/chunked-warpscan.patch gpu-bin
 #
 # then, on the GPU machine (carry gpu-bin):
 #
@@ -11,10 +11,10 @@
 #   gpu-bin/prnn_tests_cuda                 # the full suite
 #   gpu-bin/prnn_bench_cuda --algo fast     # AUTO, CHUNKED and STRIPED
 #
-# PATCH_CUDA_FLAGS (e.g. "-DPRNN_STRIPE_BWD16_S=3 -DPRNN_STRIPE_BWD16_MB=2")
-# sets a patch's knobs. The patch is applied to a temporary git worktree of
-# HEAD; the checkout
-# itself is left alone.
+# PATCH_CUDA_FLAGS (e.g. "-DPRNN_CHUNK_STEPS=8 -DPRNN_CHUNK_MIN_BLOCKS=2")
+# sets a patch's knobs. PATCH_BASE (default HEAD) is the commit the patch
+# applies to: dev/cuda/README.md gives each patch's. The patch is applied to
+# a temporary git worktree of that commit; the checkout itself is left alone.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 PATCH OUTDIR" >&2; exit 2; }
 patch=$(realpath "$1")
@@ -22,7 +22,7 @@ out=$(realpath -m "$2")
 cd "$(dirname "$0")/../.."
 tree=$(mktemp -d /tmp/prnn-patch-XXXXXX)
 trap 'git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"' EXIT
-git worktree add --detach "$tree" HEAD >/dev/null
+git worktree add --detach "$tree" "${PATCH_BASE:-HEAD}" >/dev/null
 git -C "$tree" apply "$patch"
 cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DPRNN_BLAS=OFF -DPRNN_NATIVE=OFF -DPRNN_DIST=OFF "-DCMAKE_CUDA_FLAGS=${PATCH_CUDA_FLAGS:-}" >/dev/null
