@@ -803,7 +803,6 @@ struct striped_params {
     lookback_params lb; /* segments' look-back (nseg > 1) */
     int64_t nstripes;   /* stripes per row */
     int64_t seg_len;    /* steps per segment, a multiple of the tile's */
-    int64_t nseg;       /* segments per row */
 };
 
 template <typename T, int VEC, bool BWD, int S, int MB, bool SEG>
@@ -819,7 +818,6 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
     __shared__ __align__(16) float sA[2][kStripeWarps][CW]; /* warp aggregates, by tile parity */
     __shared__ __align__(16) float sB[2][kStripeWarps][CW];
     __shared__ __align__(16) float sS[kWarp0 ? kStripeWarps : 1][kWarp0 ? CW : 1]; /* state entering each warp */
-    __shared__ float sFin[CW];   /* segment 0's final state */
     __shared__ lookback_smem lsm;
 
     const scan_params &p = sp.s;
@@ -993,15 +991,18 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
      * segment's last valid step */
     const bool lead = kWarp0 ? w == 0 : tl == 0;
     if (SEG && seg == 0 && live) {
-        /* segment 0 publishes its final state as its inclusive prefix */
+        /* segment 0 publishes its final state as its inclusive prefix,
+         * handed from the lanes that keep it to thread c through
+         * lsm.carry (each thread reads its slot before lookback_carry
+         * writes it) */
         if (lead) {
 #pragma unroll
             for (int j = 0; j < NC; j++)
-                if (cc(j) < CW) sFin[cc(j)] = carry[j];
+                if (cc(j) < CW) lsm.carry[cc(j)] = carry[j];
         }
         __syncthreads();
-        (void)lookback_carry(sp.lb, r, 0, CW, 1.0f, 0.0f, threadIdx.x < CW ? sFin[threadIdx.x] : 0.0f,
-                             lsm);
+        (void)lookback_carry(sp.lb, r, 0, CW, 1.0f, 0.0f,
+                             threadIdx.x < CW ? lsm.carry[threadIdx.x] : 0.0f, lsm);
     }
     if (lead && (L == 0 ? seg == 0 : u_begin <= L - 1 && L - 1 < u_end)) {
 #pragma unroll
@@ -1087,19 +1088,19 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t ns
     sp.nstripes = nstripes;
     const int64_t stripes = p.B * nstripes;
     sp.seg_len = striped_seg_len(st, p, stripes, STEPS, MB);
-    sp.nseg = ceil_div(p.T, sp.seg_len);
-    if (sp.nseg > INT32_MAX / stripes) return PRNN_ERR_UNSUPPORTED;
-    const int64_t blocks = stripes * sp.nseg;
-    if (sp.nseg > 1) {
+    const int64_t nseg = ceil_div(p.T, sp.seg_len); /* segments per row */
+    if (nseg > INT32_MAX / stripes) return PRNN_ERR_UNSUPPORTED;
+    const int64_t blocks = stripes * nseg;
+    if (nseg > 1) {
         prnn_status s = lookback_reserve(st, blocks, (int64_t)CL * VEC);
         if (s != PRNN_OK) return s;
-        sp.lb = lookback_open(st, sp.nseg);
+        sp.lb = lookback_open(st, nseg);
     }
-    auto *kernel = sp.nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true>
-                               : striped_scan_kernel<T, VEC, BWD, S, MB, false>;
+    auto *kernel = nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true>
+                            : striped_scan_kernel<T, VEC, BWD, S, MB, false>;
     PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, sp);
     PRNN_CU_LAUNCHED();
-    if (sp.nseg > 1) st->ticket_base += (unsigned long long)blocks;
+    if (nseg > 1) st->ticket_base += (unsigned long long)blocks;
     return PRNN_OK;
 }
 
@@ -1139,19 +1140,14 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
     if (p.B * nstripes > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     if constexpr (VEC == 1) {
         return striped_launch<T, 1, BWD, 8, 2>(st, p, nstripes);
-    } else if constexpr (sizeof(T) == 2) {
-        if constexpr (BWD)
-            return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks>(st, p, nstripes);
-        else if (striped_per_sm<T, VEC, BWD>(p.B * nstripes, st->sm_count) == 2)
-            return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
-        else
-            return striped_launch<T, VEC, BWD, 8, 1>(st, p, nstripes);
+    } else if constexpr (BWD && sizeof(T) == 2) {
+        return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks>(st, p, nstripes);
     } else if constexpr (BWD) {
         return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
     } else {
         if (striped_per_sm<T, VEC, BWD>(p.B * nstripes, st->sm_count) == 2)
             return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
-        return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
+        return striped_launch<T, VEC, BWD, sizeof(T) == 2 ? 8 : 4, 1>(st, p, nstripes);
     }
 }
 
