@@ -33,7 +33,8 @@
 
 /* Every launch goes through this macro, as in scan_cuda.cu, so that a host
  * simulator (dev/cuda/sim, given the few calls used here beyond the scan's:
- * __expf, __fdividef, cudaMemcpy2DAsync) can run these kernels too. */
+ * cudaMemcpy2DAsync, and ex2_fast / rcp_fast below as exp2f and 1 / x) can
+ * run these kernels too. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
@@ -49,13 +50,42 @@ constexpr int kBlocksPerSM = 8;   /* grid cap: 2048 resident threads per SM */
 /* ======================================================================== */
 /* Scalar math (fp32). The CPU versions write the same formulas.           */
 
+/* 2^x and 1/x as one special-function instruction each. The flushing
+ * (.ftz) forms skip the subnormal fix-ups that exp2f-style intrinsics add
+ * around the instruction: below, 2^x only ever takes x <= 0 (a subnormal
+ * result, |v| > 87, becomes 0, where sigma is 0 or 1 in every precision
+ * stored) and 1/x only x in [1, 4]. */
+__device__ __forceinline__ float ex2_fast(float x)
+{
+#ifdef PRNN_CUDA_SIM
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+__device__ __forceinline__ float rcp_fast(float x)
+{
+#ifdef PRNN_CUDA_SIM
+    return 1.0f / x;
+#else
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+constexpr float kLog2e = 1.4426950408889634f;
+
 /* sigma(v) and sigma(-v) = 1 - sigma(v) from one exponential and one fast
  * reciprocal (of a number in [1, 2]: ~1 ulp), each without cancellation
  * (1 - sigma(v) loses every digit where sigma(v) ~ 1). The gate maps are
- * ALU-heavy for the bytes they move in bf16, so the fast forms matter. */
+ * issue-bound in bf16 (ncu: ~70% of issue slots at 50% of DRAM peak), so
+ * the instruction count matters: no branches, one instruction per
+ * special function. */
 __device__ __forceinline__ void sig2(float v, float &s, float &sc)
 {
-    const float e = __expf(-fabsf(v)), r = __fdividef(1.0f, 1.0f + e);
+    const float e = ex2_fast(-fabsf(v) * kLog2e), r = rcp_fast(1.0f + e);
     s = v >= 0.0f ? r : e * r;
     sc = v >= 0.0f ? e * r : r;
 }
@@ -81,14 +111,18 @@ __device__ __forceinline__ float logaddexp(float x, float y)
     return m + log1pf(expf(-fabsf(x - y)));
 }
 
-/* minGRU/minLSTM's positive activation g and its derivative. */
-__device__ __forceinline__ float gpos(float v) { return v >= 0.0f ? v + 0.5f : sigm(v); }
+/* minGRU/minLSTM's positive activation g and its derivative, both sides
+ * computed and selected (the lanes of a warp see both signs). */
+__device__ __forceinline__ float gpos(float v)
+{
+    const float s = sigm(v);
+    return v >= 0.0f ? v + 0.5f : s;
+}
 __device__ __forceinline__ float dgpos(float v)
 {
-    if (v >= 0.0f) return 1.0f;
     float s, sc;
     sig2(v, s, sc);
-    return s * sc;
+    return v >= 0.0f ? 1.0f : s * sc;
 }
 __device__ __forceinline__ float log_gpos(float v)
 {
@@ -198,8 +232,9 @@ bool map_of(const cell_ew *e, cell_kinds *m)
 __device__ __forceinline__ void minlstm_norm(float f, float i, float &fp, float &ip)
 {
     const float u = -f, v = -i, M = fmaxf(fmaxf(u, v), 0.0f);
-    const float ea = __expf(-M), eu = __expf(u - M), ev = __expf(v - M);
-    const float A = ea + ev, B = ea + eu, r = __fdividef(1.0f, A + B);
+    const float ea = ex2_fast(-M * kLog2e), eu = ex2_fast((u - M) * kLog2e),
+                ev = ex2_fast((v - M) * kLog2e);
+    const float A = ea + ev, B = ea + eu, r = rcp_fast(A + B);
     fp = A * r;
     ip = B * r;
 }
