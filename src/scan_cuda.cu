@@ -709,13 +709,18 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     return chunked_launch<T, VEC, BWD, PRNN_CHUNK_STEPS, PRNN_CHUNK_MIN_BLOCKS>(st, p, 32 * VEC);
 #else
     /* Chains = B * column tiles of the widest tile (32 vectors). Few chains
-     * also get tiles of at most 128 columns: bf16 1x1Mx256 on an H200 went
-     * from 49% to 61% of the copy roofline forward (fp32 tiles are 128
-     * columns already); many chains keep the widest tiles, which measured
-     * 2 points better there. */
+     * get tiles of at most 16 vectors (256 bytes of a row: 64 fp32 or 128
+     * bf16/fp16 columns), so more chains share the card. Measured on an
+     * H200 (fwd / fwd+bwd % of the copy roofline): bf16 1x1Mx256 49% -> 61%
+     * forward against 32-vector tiles; fp32 1x1Mx256 62.5 / 70.8 -> 69.9 /
+     * 76.8, 4x64Kx256 69.1 / 75.3 -> 73.7 / 77.3 and 1x64Kx256 53.9 / 63.6
+     * -> 56.8 / 66.1 against 32 (bf16 at 8 vectors was no better). Many
+     * chains keep the widest tiles, which measured 2 points better there.
+     * The scalar path keeps 32 columns. */
     const int64_t W = ((int64_t)1 << chunked_lg_tx<VEC>(p.H, 32 * VEC)) * VEC;
     const int64_t chains = p.B * ceil_div(p.H, W);
-    if (chains < kFewChains) return chunked_launch<T, VEC, BWD, 16, 1>(st, p, 128);
+    if (chains < kFewChains)
+        return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
     return chunked_launch<T, VEC, BWD, 8, 2>(st, p, 32 * VEC);
 #endif
 }
