@@ -80,18 +80,23 @@ static void *upload(const float *x, int64_t n, prnn_dtype dt)
     else memcpy(h, x, (size_t)n * 4);
     CUDA_CHECK(cudaMalloc(&d, (size_t)(n ? n : 1) * es));
     CUDA_CHECK(cudaMemcpy(d, h, (size_t)n * es, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* see poisoned() */
     free(h);
     return d;
 }
 
 /* n elements of dtype, every byte 0xff: NaN in fp32 and bf16, so an element
- * the library should write and does not shows. */
+ * the library should write and does not shows. The fill runs on the legacy
+ * default stream, which the context's non-blocking stream does not wait
+ * for, so it is waited for here (as the uploads are): a late fill would
+ * land on the library's outputs. */
 static void *poisoned(int64_t n, prnn_dtype dt)
 {
     void *d;
     const size_t bytes = (size_t)(n ? n : 1) * prnn_dtype_size(dt);
     CUDA_CHECK(cudaMalloc(&d, bytes));
     CUDA_CHECK(cudaMemset(d, 0xff, bytes));
+    CUDA_CHECK(cudaDeviceSynchronize());
     return d;
 }
 
@@ -521,6 +526,7 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
         void *d_act;
         CUDA_CHECK(cudaMalloc(&d_act, act_gpu ? act_gpu : 1));
         CUDA_CHECK(cudaMemset(d_act, 0, act_gpu ? act_gpu : 1));
+        CUDA_CHECK(cudaDeviceSynchronize()); /* see poisoned() */
 
         const prnn_status sf = prnn_cell_forward(g_gpu, &gd, B, T, lengths, d_y, d_hT, d_act, d_x,
                                                  d_w, d_h0);

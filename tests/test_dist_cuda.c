@@ -83,6 +83,7 @@ static void *poisoned(int64_t n, size_t es)
     void *d = NULL;
     TU_REQUIRE(prnn_mem_alloc(g_gpu, &d, (size_t)(n ? n : 1) * es));
     CUDA_CHECK(cudaMemset(d, 0xff, (size_t)n * es));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* the context's stream does not wait for the legacy one */
     return d;
 }
 

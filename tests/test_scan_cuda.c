@@ -170,10 +170,16 @@ static void *dev_alloc(int64_t n, size_t es, int unaligned, void **base)
     return (char *)*base + (unaligned ? es : 0);
 }
 
+/* Setup copies and fills run on the legacy default stream, which the
+ * context's non-blocking stream does not wait for: each helper waits for
+ * its own transfer, so a library call never races its inputs or the
+ * poison of its outputs (a poison still landing during the backward once
+ * showed as NaN in db and dh0 on an H200). */
 static void *dev_upload(const void *host, int64_t n, size_t es, int unaligned, void **base)
 {
     void *d = dev_alloc(n, es, unaligned, base);
     CUDA_CHECK(cudaMemcpy(d, host, (size_t)n * es, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
     return d;
 }
 
@@ -181,6 +187,7 @@ static void *dev_upload(const void *host, int64_t n, size_t es, int unaligned, v
 static void poison(void *d, int64_t n, size_t es)
 {
     CUDA_CHECK(cudaMemset(d, 0xff, (size_t)n * es));
+    CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 static void download(float *host, const void *d, int64_t n, prnn_dtype dt, void *scratch)
