@@ -74,7 +74,11 @@ typedef struct prnn_ctx_config {
     int num_threads;   /* CPU: worker threads; 0 = OpenMP's default */
     int cuda_device;   /* CUDA: device ordinal */
     void *cuda_stream; /* CUDA: a cudaStream_t to run on; NULL = the context
-                          creates (and later destroys) a non-blocking stream */
+                          creates (and later destroys) a non-blocking stream,
+                          which does not wait for work on the legacy default
+                          stream (cudaMemset, cudaMemcpy without a stream):
+                          finish such work, or queue it on
+                          prnn_ctx_cuda_stream(), before passing its buffers */
 } prnn_ctx_config;
 
 /* A configuration for the CPU with the default thread count. */
