@@ -116,7 +116,8 @@ static inline tu_err tu_compare_f32(const float *x, const float *ref, int64_t n,
                 shown++;
             }
         }
-        if (!(d <= e.max_err)) { e.max_err = d; e.at = i; }
+        /* a NaN is the worst error and stays the maximum */
+        if (d > e.max_err || (d != d && e.max_err == e.max_err)) { e.max_err = d; e.at = i; }
     }
     return e;
 }
@@ -136,7 +137,8 @@ static inline tu_err tu_compare_f64(const double *x, const double *ref, int64_t 
                 shown++;
             }
         }
-        if (!(d <= e.max_err)) { e.max_err = d; e.at = i; }
+        /* a NaN is the worst error and stays the maximum */
+        if (d > e.max_err || (d != d && e.max_err == e.max_err)) { e.max_err = d; e.at = i; }
     }
     return e;
 }
