@@ -88,10 +88,14 @@ template <> struct storage<__half> {
     }
 };
 
-/* Two floats rounded to the 16-bit type and packed, lo in the low half: one
- * conversion instruction (sm_80 and later) instead of two and a merge. */
-#ifndef PRNN_CUDA_SIM /* the host simulator brings its own */
-template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
+/* Two floats rounded to the 16-bit type and packed, lo in the low half.
+ * On the GPU one conversion instruction (sm_80 and later) instead of two
+ * and a merge; the host simulator takes the two-conversion form. */
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+    return (unsigned)storage<T>::from_f(lo) | ((unsigned)storage<T>::from_f(hi) << 16);
+}
+#ifndef PRNN_CUDA_SIM
 template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi)
 {
     unsigned w;

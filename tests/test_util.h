@@ -101,6 +101,15 @@ typedef struct {
     int64_t bad; /* count of entries over tol, or non-finite */
 } tu_err;
 
+/* Keeps the largest error seen; a NaN is the worst and stays. */
+static inline void tu_err_max(tu_err *e, double d, int64_t i)
+{
+    if (d > e->max_err || (d != d && e->max_err == e->max_err)) {
+        e->max_err = d;
+        e->at = i;
+    }
+}
+
 static inline tu_err tu_compare_f32(const float *x, const float *ref, int64_t n,
                              double floor_, double tol, const char *what)
 {
@@ -116,8 +125,7 @@ static inline tu_err tu_compare_f32(const float *x, const float *ref, int64_t n,
                 shown++;
             }
         }
-        /* a NaN is the worst error and stays the maximum */
-        if (d > e.max_err || (d != d && e.max_err == e.max_err)) { e.max_err = d; e.at = i; }
+        tu_err_max(&e, d, i);
     }
     return e;
 }
@@ -137,8 +145,7 @@ static inline tu_err tu_compare_f64(const double *x, const double *ref, int64_t 
                 shown++;
             }
         }
-        /* a NaN is the worst error and stays the maximum */
-        if (d > e.max_err || (d != d && e.max_err == e.max_err)) { e.max_err = d; e.at = i; }
+        tu_err_max(&e, d, i);
     }
     return e;
 }

@@ -135,14 +135,5 @@ inline __half __float2half_rn(float f)
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
     return __half{(unsigned short)(sign | h)};
 }
-template <typename T> inline unsigned pack2(float lo, float hi);
-template <> inline unsigned pack2<__nv_bfloat16>(float lo, float hi)
-{
-    return (unsigned)__float2bfloat16_rn(lo).x | ((unsigned)__float2bfloat16_rn(hi).x << 16);
-}
-template <> inline unsigned pack2<__half>(float lo, float hi)
-{
-    return (unsigned)__float2half_rn(lo).x | ((unsigned)__float2half_rn(hi).x << 16);
-}
 
 #endif /* PRNN_SIM_DEVICE_H */
