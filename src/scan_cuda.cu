@@ -732,10 +732,11 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
 /*
  * With many channels the look-back is work for nothing: there are enough
  * independent channel stripes to fill the card without cutting T. A block
- * owns CW consecutive channels of one row, a stripe whose time rows are 128
- * bytes (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths: 32),
- * so every warp instruction reads whole lines, and walks the row tile by
- * tile. A warp is CL column lanes x TW time lanes; the block's 8 warps stack
+ * owns CW consecutive channels of one row, a stripe whose time rows are SB
+ * bytes, 128 (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths:
+ * 32) or for fp32 vectors 256 where those stripes fill the card as well
+ * (striped_bytes), so every warp instruction reads whole lines, and walks
+ * the row tile by tile. A warp is CL column lanes x TW time lanes; the block's 8 warps stack
  * TL = 8 x TW time lanes, each with S steps:
  *
  *  1. each lane holds its S steps in registers (loaded while the previous
@@ -757,7 +758,8 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * measured).
  *
  * Walking whole rows needs no flags, tickets or workspace, and each element
- * is read and written once.
+ * is read and written once; the outputs are stored evict-first (st.cs),
+ * since nothing reads them back before the tensor is done.
  *
  * Segments (SEG). With too few stripes to fill the card (B*H = 64: two fp32
  * stripes), rows are cut into segments of a few tiles, taken from the ticket
@@ -778,10 +780,10 @@ namespace {
 constexpr int kStripeWarps = kThreads / 32;
 /* A logical step past every row's end: load_step gives the identity. */
 constexpr int64_t kPastEnd = INT64_MAX / 4;
-/* Column lanes per warp: 128 bytes of a time row. */
-template <typename T, int VEC> constexpr int stripe_cl()
+/* Column lanes per warp: SB bytes of a time row (vector paths). */
+template <typename T, int VEC, int SB = 128> constexpr int stripe_cl()
 {
-    return VEC == 1 ? 32 : 128 / (VEC * (int)sizeof(T));
+    return VEC == 1 ? 32 : SB / (VEC * (int)sizeof(T));
 }
 
 /* Inclusive scan of the summaries (A, B) over a warp's TW time lanes (lane
@@ -810,10 +812,10 @@ struct striped_params {
     int64_t seg_len;    /* steps per segment, a multiple of the tile's */
 };
 
-template <typename T, int VEC, bool BWD, int S, int MB, bool SEG>
+template <typename T, int VEC, bool BWD, int S, int MB, bool SEG, int SB>
 __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const striped_params sp)
 {
-    constexpr int CL = stripe_cl<T, VEC>(), TW = 32 / CL, TL = kStripeWarps * TW;
+    constexpr int CL = stripe_cl<T, VEC, SB>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
     constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
     constexpr unsigned kAll = 0xffffffffu;
@@ -986,7 +988,7 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
                 advance<T, VEC>(x[k], y[k], st);
                 float hp[VEC] = {};
                 if constexpr (BWD) hprev_get<T, VEC>(p, b, u0 + k, L, col, hq[k], hp);
-                if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp);
+                if (u0 + k < p.T) store_step<T, VEC, BWD, true>(p, row, u0 + k, L, col, st, hp);
             }
         }
 #pragma unroll
@@ -1019,9 +1021,9 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
 }
 
 /* Blocks (row x stripe) of a STRIPED launch without segments. */
-template <typename T, int VEC> int64_t striped_blocks(const scan_params &p)
+template <typename T, int VEC, int SB = 128> int64_t striped_blocks(const scan_params &p)
 {
-    return p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC>() * VEC);
+    return p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC, SB>() * VEC);
 }
 
 /* Fraction of the slots of the last wave that `blocks` blocks fill, at
@@ -1068,9 +1070,9 @@ int64_t striped_seg_len(const prnn_cuda_state *st, const scan_params &p, int64_t
 constexpr int kBwd16Steps = 2, kBwd16Blocks = 2;
 
 /* Time steps of a STRIPED tile at S steps per lane. */
-template <typename T, int VEC, int S> constexpr int64_t striped_steps()
+template <typename T, int VEC, int S, int SB = 128> constexpr int64_t striped_steps()
 {
-    return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC>()) * S;
+    return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC, SB>()) * S;
 }
 
 /* Tiles per segment of a STRIPED launch at S steps per lane and MB blocks
@@ -1082,11 +1084,13 @@ int64_t striped_seg_tiles(const prnn_cuda_state *st, const scan_params &p)
     return striped_seg_len(st, p, striped_blocks<T, VEC>(p), STEPS, MB) / STEPS;
 }
 
-template <typename T, int VEC, bool BWD, int S, int MB>
-prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t nstripes)
+template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128>
+prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
 {
-    constexpr int CL = stripe_cl<T, VEC>();
-    constexpr int64_t STEPS = striped_steps<T, VEC, S>();
+    constexpr int CL = stripe_cl<T, VEC, SB>();
+    constexpr int64_t STEPS = striped_steps<T, VEC, S, SB>();
+    const int64_t nstripes = ceil_div(p.H, (int64_t)CL * VEC);
+    if (p.B * nstripes > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     striped_params sp;
     memset(&sp, 0, sizeof sp);
     sp.s = p;
@@ -1101,8 +1105,8 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t ns
         if (s != PRNN_OK) return s;
         sp.lb = lookback_open(st, nseg);
     }
-    auto *kernel = nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true>
-                            : striped_scan_kernel<T, VEC, BWD, S, MB, false>;
+    auto *kernel = nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true, SB>
+                            : striped_scan_kernel<T, VEC, BWD, S, MB, false, SB>;
     PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, sp);
     PRNN_CU_LAUNCHED();
     if (nseg > 1) st->ticket_base += (unsigned long long)blocks;
@@ -1111,58 +1115,94 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, int64_t ns
 
 /* Blocks per SM of a STRIPED launch of `blocks` stripes: 2 for scalars
  * and the 16-bit backward; for the 16-bit forward 2 when at 1 per SM the
- * last wave would be under 3/4 full (bf16 16 x 768: 192 stripes, a last
- * wave of 60 on 132 SMs; 3 steps at 2 per SM measured 82.0% of the copy
- * roofline against 78.7%, and 74.5 against 72.6 at T = 4K, while at 16 x
- * 1024 the 1-per-SM tile was 2-4 points faster); for the fp32 forward 2
- * unless 2 per SM leave much of the last wave empty (16 x 768 channels:
- * 384 blocks on 264 slots) where 1 per SM does not; else 1. */
+ * last wave would be under 3/4 full (192 stripes: a last wave of 60 on 132
+ * SMs), else 1, and for the fp32 backward the same where 2 per SM make a
+ * single wave of at least one block per SM (else 1: segments, or waves
+ * that 2 per SM would fill worse); for the fp32 forward 2 when that is
+ * a single wave or fills the waves about as well as 1 per SM, else 1.
+ * Measured on an H200 (dev/cuda/README.md), % of the copy roofline: bf16
+ * 16 x 768 forward 3 steps at 2 per SM 82.0 against 78.7, while at 16 x
+ * 1024 the 1-per-SM tile was 2-4 points faster; fp32 256-byte stripes
+ * forward 3 steps at 2 per SM against 4 at 1: 16 x 64K x 768 96.1 against
+ * 90.8 (192 stripes), 16 x 64K x 1024 98.8 against 96.1 (256); fp32
+ * backward 2 steps at 2 per SM against 4 at 1, fwd+bwd: 16 x 64K x 768
+ * 93.1 against 90.2, 16 x 64K x 1024 97.7 against 99.1. */
 template <typename T, int VEC, bool BWD> int striped_per_sm(int64_t blocks, int sm_count)
 {
     if (VEC == 1) return 2;
-    if (sizeof(T) == 2) {
-        if (BWD) return kBwd16Blocks;
-        const int64_t last = blocks - (ceil_div(blocks, sm_count) - 1) * sm_count;
-        return 4 * last < 3 * (int64_t)sm_count ? 2 : 1;
-    }
-    if (BWD) return 1;
-    return blocks < (int64_t)sm_count ||
-                   (blocks >= 2 * (int64_t)sm_count &&
-                    wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05)
+    if (BWD && sizeof(T) == 2) return kBwd16Blocks;
+    const int64_t sm = sm_count, last = blocks - (ceil_div(blocks, sm) - 1) * sm;
+    const bool thin = 4 * last < 3 * sm;
+    if (sizeof(T) == 2) return thin ? 2 : 1;
+    if (BWD) return blocks >= sm && blocks <= 2 * sm && thin ? 2 : 1;
+    return blocks <= 2 * sm || wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05
                ? 2 : 1;
+}
+
+/* Whether stripes of SB bytes walk whole rows: stripes_fill at their
+ * blocks per SM. */
+template <typename T, int VEC, bool BWD, int SB>
+bool striped_fill_at(const prnn_cuda_state *st, const scan_params &p)
+{
+    const int64_t blocks = striped_blocks<T, VEC, SB>(p);
+    return stripes_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count);
+}
+
+/* Stripe bytes: 256 for fp32 vectors where those stripes fill the card
+ * walking whole rows, else 128. Measured on an H200 (dev/cuda/README.md),
+ * fwd / fwd+bwd % of the copy roofline, 256 against 128: fp32 16x64Kx1024
+ * 98.8 / 99.1 against 90.3 / 91.9 (and 95.0 / 97.3 with 1 block per SM),
+ * 16x64Kx768 96.1 / 93.1 against 90.8 / 92.2, 4x64Kx4096 98.7 / 98.6
+ * against 89.0 / 89.3. 16-bit stripes of 256 bytes (128 channels) were not
+ * measured where they fill the card. */
+template <typename T, int VEC, bool BWD> int striped_bytes(const prnn_cuda_state *st, const scan_params &p)
+{
+    if constexpr (VEC == 1 || sizeof(T) != 4) {
+        return 128;
+    } else {
+        return striped_fill_at<T, VEC, BWD, 256>(st, p) ? 256 : 128;
+    }
 }
 
 /* Steps per lane at those blocks per SM, measured on an H200
  * (dev/cuda/README.md): fp32 vectors forward 3 at 2 per SM (128 registers)
- * or 4 at 1; backward 4; 16-bit vectors forward 8 at 1 per SM or 3 at 2,
+ * or 4 at 1; backward 2 at 2 per SM or 4 at 1; 16-bit vectors forward 8 at 1 per SM or 3 at 2,
  * backward 2 (its h_{s-1} kept packed: 4 at 1 per SM ran at 55-57% of the
  * copy roofline, 2 at 2 per SM at 92% with the forward at 16 x 64K x 1024
  * bf16); scalars 8. */
-template <typename T, int VEC, bool BWD>
-prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
+template <typename T, int VEC, bool BWD, int SB>
+prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 {
-    const int64_t nstripes = ceil_div(p.H, (int64_t)stripe_cl<T, VEC>() * VEC);
-    if (p.B * nstripes > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     if constexpr (VEC == 1) {
-        return striped_launch<T, 1, BWD, 8, 2>(st, p, nstripes);
+        return striped_launch<T, 1, BWD, 8, 2>(st, p);
     } else if constexpr (BWD && sizeof(T) == 2) {
-        return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks>(st, p, nstripes);
+        return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks, SB>(st, p);
     } else if constexpr (BWD) {
-        return striped_launch<T, VEC, BWD, 4, 1>(st, p, nstripes);
+        if (striped_per_sm<T, VEC, BWD>(striped_blocks<T, VEC, SB>(p), st->sm_count) == 2)
+            return striped_launch<T, VEC, BWD, 2, 2, SB>(st, p);
+        return striped_launch<T, VEC, BWD, 4, 1, SB>(st, p);
     } else {
-        if (striped_per_sm<T, VEC, BWD>(p.B * nstripes, st->sm_count) == 2)
-            return striped_launch<T, VEC, BWD, 3, 2>(st, p, nstripes);
-        return striped_launch<T, VEC, BWD, sizeof(T) == 2 ? 8 : 4, 1>(st, p, nstripes);
+        if (striped_per_sm<T, VEC, BWD>(striped_blocks<T, VEC, SB>(p), st->sm_count) == 2)
+            return striped_launch<T, VEC, BWD, 3, 2, SB>(st, p);
+        return striped_launch<T, VEC, BWD, sizeof(T) == 2 ? 8 : 4, 1, SB>(st, p);
     }
 }
 
-/* Whether a STRIPED launch walks whole rows (stripes_fill at its blocks
- * per SM): no segments, no look-back. */
+template <typename T, int VEC, bool BWD>
+prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
+{
+    if constexpr (VEC > 1 && sizeof(T) == 4) {
+        if (striped_bytes<T, VEC, BWD>(st, p) == 256) return striped_run_at<T, VEC, BWD, 256>(st, p);
+    }
+    return striped_run_at<T, VEC, BWD, 128>(st, p);
+}
+
+/* Whether a STRIPED launch walks whole rows: no segments, no look-back. */
 template <typename T, int VEC, bool BWD>
 bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
 {
-    const int64_t blocks = striped_blocks<T, VEC>(p);
-    return stripes_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count);
+    if (striped_bytes<T, VEC, BWD>(st, p) == 256) return true;
+    return striped_fill_at<T, VEC, BWD, 128>(st, p);
 }
 
 /* AUTO between the striped and the chunked scan: striped on the vector path

@@ -165,7 +165,9 @@ __device__ __forceinline__ void load_vec(const void *base, int64_t i, float (&v)
     }
 }
 
-template <typename T, int VEC>
+/* CS: an evict-first store (st.global.cs) of the vector path, for outputs
+ * nothing reads back soon (STRIPED's). */
+template <typename T, int VEC, bool CS = false>
 __device__ __forceinline__ void store_vec(void *base, int64_t i, const float (&v)[VEC])
 {
     using S = storage<T>;
@@ -181,7 +183,10 @@ __device__ __forceinline__ void store_vec(void *base, int64_t i, const float (&v
 #pragma unroll
             for (int k = 0; k < 4; k++) w[k] = pack2<T>(v[2 * k], v[2 * k + 1]);
         }
-        st_stream(reinterpret_cast<uint4 *>(static_cast<T *>(base) + i), make_uint4(w[0], w[1], w[2], w[3]));
+        uint4 *dst = reinterpret_cast<uint4 *>(static_cast<T *>(base) + i);
+        const uint4 q = make_uint4(w[0], w[1], w[2], w[3]);
+        if constexpr (CS) __stcs(dst, q);
+        else st_stream(dst, q);
     }
 }
 
@@ -396,8 +401,8 @@ __device__ __forceinline__ void hprev_get(const scan_params &p, int64_t b, int64
 }
 
 /* Writes the outputs of logical step u: forward h = state; backward
- * db = g, da = g * h_{s-1}. Padding steps write zeros. */
-template <typename T, int VEC, bool BWD>
+ * db = g, da = g * h_{s-1}. Padding steps write zeros. CS: evict-first. */
+template <typename T, int VEC, bool BWD, bool CS = false>
 __device__ __forceinline__ void store_step(const scan_params &p, int64_t row, int64_t u,
                                            int64_t L, int64_t col, const float (&state)[VEC],
                                            const float (&hp)[VEC])
@@ -408,14 +413,14 @@ __device__ __forceinline__ void store_step(const scan_params &p, int64_t row, in
     if constexpr (!BWD) {
 #pragma unroll
         for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] : 0.0f;
-        store_vec<T, VEC>(p.h_out, i, o);
+        store_vec<T, VEC, CS>(p.h_out, i, o);
     } else {
 #pragma unroll
         for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] : 0.0f;
-        store_vec<T, VEC>(p.db, i, o);
+        store_vec<T, VEC, CS>(p.db, i, o);
 #pragma unroll
         for (int v = 0; v < VEC; v++) o[v] = valid ? state[v] * hp[v] : 0.0f;
-        store_vec<T, VEC>(p.da, i, o);
+        store_vec<T, VEC, CS>(p.da, i, o);
     }
 }
 

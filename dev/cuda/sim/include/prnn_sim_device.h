@@ -76,6 +76,7 @@ inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
     return old;
 }
 template <typename T> inline T __ldg(const T *p) { return *p; }
+template <typename T> inline void __stcs(T *p, T v) { *p = v; }
 inline float __ldcg(const float *p) { return *p; }
 inline float __uint_as_float(unsigned u)
 {
