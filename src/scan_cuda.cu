@@ -733,8 +733,8 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * With many channels the look-back is work for nothing: there are enough
  * independent channel stripes to fill the card without cutting T. A block
  * owns CW consecutive channels of one row, a stripe whose time rows are SB
- * bytes, 128 (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths:
- * 32) or for fp32 vectors 256 where those stripes fill the card as well
+ * bytes: 128 (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths:
+ * 32), or on the vector paths 256 where those stripes fill the card
  * (striped_bytes), so every warp instruction reads whole lines, and walks
  * the row tile by tile. A warp is CL column lanes x TW time lanes; the block's 8 warps stack
  * TL = 8 x TW time lanes, each with S steps:
@@ -1148,19 +1148,27 @@ bool striped_fill_at(const prnn_cuda_state *st, const scan_params &p)
     return stripes_fill(blocks, striped_per_sm<T, VEC, BWD>(blocks, st->sm_count), st->sm_count);
 }
 
-/* Stripe bytes: 256 for fp32 vectors where those stripes fill the card
+/* Stripe bytes: 256 on the vector path where those stripes fill the card
  * walking whole rows, else 128. Measured on an H200 (dev/cuda/README.md),
  * fwd / fwd+bwd % of the copy roofline, 256 against 128: fp32 16x64Kx1024
  * 98.8 / 99.1 against 90.3 / 91.9 (and 95.0 / 97.3 with 1 block per SM),
  * 16x64Kx768 96.1 / 93.1 against 90.8 / 92.2, 4x64Kx4096 98.7 / 98.6
- * against 89.0 / 89.3. 16-bit stripes of 256 bytes (128 channels) were not
- * measured where they fill the card. */
+ * against 89.0 / 89.3; bf16 32x64Kx1024 97.3 / 96.3 against 94.4 / 89.4.
+ * With fewer 256-byte stripes than SMs walking whole rows (bf16 16 x 768:
+ * 96) the forward fell to 58%, so those take 128-byte stripes. */
 template <typename T, int VEC, bool BWD> int striped_bytes(const prnn_cuda_state *st, const scan_params &p)
 {
-    if constexpr (VEC == 1 || sizeof(T) != 4) {
+    if constexpr (VEC == 1) {
         return 128;
     } else {
-        return striped_fill_at<T, VEC, BWD, 256>(st, p) ? 256 : 128;
+        if (!striped_fill_at<T, VEC, BWD, 256>(st, p)) return 128;
+        /* 16-bit: only where the forward then runs 1 block per SM; as a
+         * single wave at 2 per SM it measured 86% (bf16 32x64Kx768), no
+         * better than 128-byte stripes in that configuration */
+        if (sizeof(T) == 2 &&
+            striped_per_sm<T, VEC, false>(striped_blocks<T, VEC, 256>(p), st->sm_count) != 1)
+            return 128;
+        return 256;
     }
 }
 
@@ -1191,7 +1199,7 @@ prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
-    if constexpr (VEC > 1 && sizeof(T) == 4) {
+    if constexpr (VEC > 1) {
         if (striped_bytes<T, VEC, BWD>(st, p) == 256) return striped_run_at<T, VEC, BWD, 256>(st, p);
     }
     return striped_run_at<T, VEC, BWD, 128>(st, p);

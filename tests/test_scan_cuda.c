@@ -553,8 +553,11 @@ int main(int argc, char **argv)
      * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
      * backward 4 at 1; 16 x 768 backward 2 at 2; 32 x 1024 two waves of
      * 2 per SM forward; in 128-byte stripes: 1 x 8960 forward 4 at 1 and
-     * backward 4 at 1), the AUTO choice between it and the chunked scan,
-     * and FIXED's between it and the tree, both directions, every dtype. */
+     * backward 4 at 1; 16-bit in 256-byte stripes: 32 x 1024 forward 8 at
+     * 1, backward 2 at 2; in 128-byte stripes: 32 x 768, where 256-byte
+     * ones would make a single wave at 2 per SM, 16 x 1024, 16 x 768), the
+     * AUTO choice between it and the chunked scan, and FIXED's
+     * between it and the tree, both directions, every dtype. */
     for (int di = 0; di < 3; di++) {
         run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
@@ -563,6 +566,7 @@ int main(int argc, char **argv)
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 1024, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 700, 768, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){1, quick ? 70 : 700, 8960, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 768, 0}, &OPTS[5]);
     }
     run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
 
