@@ -1135,8 +1135,8 @@ template <typename T, int VEC, bool BWD> int striped_per_sm(int64_t blocks, int 
     const bool thin = 4 * last < 3 * sm;
     if (sizeof(T) == 2) return thin ? 2 : 1;
     if (BWD) return blocks >= sm && blocks <= 2 * sm && thin ? 2 : 1;
-    return blocks <= 2 * sm || wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05
-               ? 2 : 1;
+    const bool fills2 = wave_fill(blocks, 2, sm_count) >= wave_fill(blocks, 1, sm_count) - 0.05;
+    return blocks <= 2 * sm || fills2 ? 2 : 1;
 }
 
 /* Whether stripes of SB bytes walk whole rows: stripes_fill at their
@@ -1156,7 +1156,8 @@ bool striped_fill_at(const prnn_cuda_state *st, const scan_params &p)
  * against 89.0 / 89.3; bf16 32x64Kx1024 97.3 / 96.3 against 94.4 / 89.4.
  * With fewer 256-byte stripes than SMs walking whole rows (bf16 16 x 768:
  * 96) the forward fell to 58%, so those take 128-byte stripes. */
-template <typename T, int VEC, bool BWD> int striped_bytes(const prnn_cuda_state *st, const scan_params &p)
+template <typename T, int VEC, bool BWD>
+int striped_bytes(const prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC == 1) {
         return 128;
@@ -1174,10 +1175,10 @@ template <typename T, int VEC, bool BWD> int striped_bytes(const prnn_cuda_state
 
 /* Steps per lane at those blocks per SM, measured on an H200
  * (dev/cuda/README.md): fp32 vectors forward 3 at 2 per SM (128 registers)
- * or 4 at 1; backward 2 at 2 per SM or 4 at 1; 16-bit vectors forward 8 at 1 per SM or 3 at 2,
- * backward 2 (its h_{s-1} kept packed: 4 at 1 per SM ran at 55-57% of the
- * copy roofline, 2 at 2 per SM at 92% with the forward at 16 x 64K x 1024
- * bf16); scalars 8. */
+ * or 4 at 1, backward 2 at 2 per SM or 4 at 1; 16-bit vectors forward 8 at
+ * 1 per SM or 3 at 2, backward 2 (its h_{s-1} kept packed: 4 at 1 per SM
+ * ran at 55-57% of the copy roofline, 2 at 2 per SM at 92% with the
+ * forward at 16 x 64K x 1024 bf16); scalars 8. */
 template <typename T, int VEC, bool BWD, int SB>
 prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 {
@@ -1200,7 +1201,8 @@ template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1) {
-        if (striped_bytes<T, VEC, BWD>(st, p) == 256) return striped_run_at<T, VEC, BWD, 256>(st, p);
+        if (striped_bytes<T, VEC, BWD>(st, p) == 256)
+            return striped_run_at<T, VEC, BWD, 256>(st, p);
     }
     return striped_run_at<T, VEC, BWD, 128>(st, p);
 }
