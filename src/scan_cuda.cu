@@ -736,8 +736,8 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * bytes: 128 (fp32 vectors: 32 channels; 16-bit vectors: 64; scalar paths:
  * 32), or on the vector paths 256 where those stripes fill the card
  * (striped_bytes), so every warp instruction reads whole lines, and walks
- * the row tile by tile. A warp is CL column lanes x TW time lanes; the block's 8 warps stack
- * TL = 8 x TW time lanes, each with S steps:
+ * the row tile by tile. A warp is CL column lanes x TW time lanes; the
+ * block's 8 warps stack TL = 8 x TW time lanes, each with S steps:
  *
  *  1. each lane holds its S steps in registers (loaded while the previous
  *     tile was scanned) and reduces them to its summary (A, B), after
@@ -1182,17 +1182,16 @@ int striped_bytes(const prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD, int SB>
 prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 {
+    const int per_sm = striped_per_sm<T, VEC, BWD>(striped_blocks<T, VEC, SB>(p), st->sm_count);
     if constexpr (VEC == 1) {
         return striped_launch<T, 1, BWD, 8, 2>(st, p);
     } else if constexpr (BWD && sizeof(T) == 2) {
         return striped_launch<T, VEC, BWD, kBwd16Steps, kBwd16Blocks, SB>(st, p);
     } else if constexpr (BWD) {
-        if (striped_per_sm<T, VEC, BWD>(striped_blocks<T, VEC, SB>(p), st->sm_count) == 2)
-            return striped_launch<T, VEC, BWD, 2, 2, SB>(st, p);
+        if (per_sm == 2) return striped_launch<T, VEC, BWD, 2, 2, SB>(st, p);
         return striped_launch<T, VEC, BWD, 4, 1, SB>(st, p);
     } else {
-        if (striped_per_sm<T, VEC, BWD>(striped_blocks<T, VEC, SB>(p), st->sm_count) == 2)
-            return striped_launch<T, VEC, BWD, 3, 2, SB>(st, p);
+        if (per_sm == 2) return striped_launch<T, VEC, BWD, 3, 2, SB>(st, p);
         return striped_launch<T, VEC, BWD, sizeof(T) == 2 ? 8 : 4, 1, SB>(st, p);
     }
 }
