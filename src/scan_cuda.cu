@@ -72,10 +72,11 @@ struct prnn_cuda_state {
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
-     *   [kFlagsOffset, ...)    flag_cap status words of the chunked scan
-     *   [data_offset, ...)     data_cap bytes: look-back data, tree levels
-     * The counter and flags are zeroed once when allocated; afterwards each
-     * chunked launch tags its flags with a fresh epoch and offsets its
+     *   [kFlagsOffset, ...)    flag_cap 32-bit units of tagged look-back
+     *                          words (64-bit) of the chunked and segmented scans
+     *   [data_offset, ...)     data_cap bytes: tree levels
+     * The counter and words are zeroed once when allocated; afterwards each
+     * look-back launch tags its words with a fresh epoch and offsets its
      * tickets by ticket_base, so no per-call memset is needed. */
     unsigned char *ws;
     size_t flag_cap;
@@ -91,7 +92,7 @@ struct prnn_cuda_state {
 namespace {
 
 constexpr size_t kFlagsOffset = 256;
-constexpr unsigned kEpochLimit = 1u << 30; /* flag = epoch << 2 | status */
+constexpr unsigned kEpochLimit = 1u << 30; /* tag = epoch << 2 | status */
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -141,10 +142,11 @@ prnn_status ws_reserve(prnn_cuda_state *st, size_t nflags, size_t data_bytes)
 float *ws_data(prnn_cuda_state *st) { return reinterpret_cast<float *>(st->ws + st->data_offset); }
 
 /* Room for the look-back of `tiles` tiles of W columns, and a fresh epoch
- * for their flags. */
+ * for their words. */
 prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
 {
-    prnn_status s = ws_reserve(st, (size_t)tiles, (size_t)tiles * 3 * (size_t)W * sizeof(float));
+    /* 3 W tagged 64-bit words per tile, in the zeroed status area */
+    prnn_status s = ws_reserve(st, (size_t)tiles * 3 * (size_t)W * 2, 0);
     if (s != PRNN_OK) return s;
     if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
         PRNN_CU(cudaMemsetAsync(st->ws + kFlagsOffset, 0, st->flag_cap * sizeof(unsigned),
@@ -266,40 +268,28 @@ prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
  *     thread's summary (A = prod x, B = scan of y from zero).
  *  3. inclusive Hillis-Steele scan of the summaries over the TY time threads
  *     in shared memory; the last row is the block's aggregate.
- *  4. publish the aggregate (data, fence, flag A), look back over the
- *     predecessors 256 at a time (each thread polls one flag; the block finds
- *     the nearest inclusive prefix P; all threads fold the aggregates in
- *     between, a few per thread, and the column threads apply them to that
- *     prefix), publish the inclusive prefix (flag P). Chunk 0 knows its
+ *  4. publish the aggregate, look back over the predecessors for the
+ *     nearest inclusive prefix P, composing the aggregates in between,
+ *     publish the inclusive prefix (lookback_carry). Chunk 0 knows its
  *     carry (h0) and publishes P at once.
- *
- * Why 256 at a time: with one chain (B*H = 64) at full bandwidth, tiles
- * arrive at ~50 per microsecond, and a tile's P appears a few L2 round trips
- * (~2 us) after its A, so a new tile typically finds ~100 predecessors that
- * have only an aggregate out. A warp-wide window (32) would walk them in
- * several dependent rounds, lengthen every look-back and fall further
- * behind; a block-wide window takes them in one round.
  *  5. each thread applies carry-in to its exclusive prefix, re-runs its S
  *     steps from registers and writes the outputs once.
  *
  * Merge rule: (A1, B1) then (A2, B2) = (A2*A1, A2*B1 + B2).
  *
- * Memory ordering of the look-back. Writer: every column thread stores its
- * data (plain stores), executes __threadfence(), then __syncthreads(); thread
- * 0 stores the flag with st.release.gpu. Reader: each thread polls one
- * flag with ld.acquire.gpu, __syncthreads() hands the outcome (and the
- * happens-before edge) to the threads that read the data, with ld.global.cg
- * (L2, never a stale L1 line). Flags are epoch-tagged so stale words of
- * earlier launches never match; a launch's tiles are numbered from a ticket
- * counter that is never reset (the host keeps its base).
+ * Memory ordering of the look-back. Every published value is a tagged
+ * 64-bit word (value and epoch << 2 | status in one single-copy-atomic
+ * access, st/ld.relaxed.gpu), so a reader sees a whole word or an older
+ * one, and checks its tag: no fences, flags or barriers order anything.
+ * Tags carry the launch's epoch so words of earlier launches never match;
+ * a launch's tiles are numbered from a ticket counter that is never reset
+ * (the host keeps its base).
  */
 
 namespace {
 
 constexpr unsigned kStatusA = 1; /* aggregate published */
 constexpr unsigned kStatusP = 2; /* inclusive prefix published */
-constexpr int kWarps = kThreads / 32;
-constexpr int kFoldBatch = 8; /* predecessor aggregates loaded at once */
 
 /* Steps per thread: 16 scalars, or 8 vectors (fp32 float4, or 8 x 16-bit
  * kept packed): 32 registers per tensor either way. */
@@ -316,8 +306,7 @@ constexpr int64_t kFewChains = 16;
 
 /* The look-back state of one launch: R chains of nchunks tiles each. */
 struct lookback_params {
-    unsigned *flags;       // (R, nchunks) epoch << 2 | status
-    float *data;           // (R, nchunks, 3, W) aggregate A, aggregate B, inclusive
+    unsigned long long *words; // (R, nchunks, 3, W) tagged A, B and inclusive words
     unsigned long long *counter;
     unsigned long long ticket_base;
     unsigned epoch;
@@ -338,8 +327,7 @@ struct chunked_params {
 lookback_params lookback_open(prnn_cuda_state *st, int64_t nchunks)
 {
     lookback_params lp;
-    lp.flags = reinterpret_cast<unsigned *>(st->ws + kFlagsOffset);
-    lp.data = ws_data(st);
+    lp.words = reinterpret_cast<unsigned long long *>(st->ws + kFlagsOffset);
     lp.counter = reinterpret_cast<unsigned long long *>(st->ws);
     lp.ticket_base = st->ticket_base;
     lp.epoch = st->epoch;
@@ -347,72 +335,42 @@ lookback_params lookback_open(prnn_cuda_state *st, int64_t nchunks)
     return lp;
 }
 
+
 /* Shared memory of the look-back. */
 struct lookback_smem {
-    float carry[kThreads];                /* (W) the block's carry-in */
-    float partA[kThreads], partB[kThreads]; /* (G, W) fold partials */
-    unsigned vote[2][2][kWarps];
+    float carry[kThreads];                  /* (W) the block's carry-in */
+    float partA[kThreads], partB[kThreads]; /* (G, W) each thread's run */
+    float partP[kThreads];                  /* the prefix its run ends on */
+    int pstat[kThreads];                    /* how its run ended */
+    long long base[kThreads];               /* (W) next predecessor to examine, -1 done */
     long long lin;
 };
 
 #ifndef PRNN_CUDA_SIM /* the host simulator brings its own, with stale reads */
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+/* A look-back word: a float value in the low half, its tag in the high
+ * half, stored and loaded as one 64-bit access (single-copy atomic), so a
+ * reader sees either the whole new word or an older one. */
+__device__ __forceinline__ unsigned long long ld_word(const unsigned long long *p)
 {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
+__device__ __forceinline__ void st_word(unsigned long long *p, unsigned long long v)
 {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 #endif
 
-/* Block-wide poll of the look-back window base, base-1, ..., base-255
- * (thread t watches chunk base - t of the same (row, column tile)): waits
- * until every predecessor closer than the nearest inclusive prefix P has
- * published its aggregate, and returns the distance of that P (kThreads if
- * the window holds none: fold all and look further back). Chunk 0 always
- * publishes P, so the look-back ends there at the latest; positions before
- * chunk 0 report P without being read. s_vote is double-buffered by parity,
- * so one barrier per poll suffices; the result is block-uniform. */
-__device__ int lookback_poll(const unsigned *flags_row, int64_t base, unsigned epoch,
-                             unsigned (&s_vote)[2][2][kWarps], int &parity)
+__device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
 {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t j = base - tid;
-    for (;;) {
-        unsigned status = kStatusP;
-        if (j >= 0) {
-            const unsigned w = ld_acquire(flags_row + j);
-            status = (w >> 2) == epoch ? (w & 3u) : 0u;
-        }
-        const unsigned any_p = __ballot_sync(0xffffffffu, status == kStatusP);
-        const unsigned none = __ballot_sync(0xffffffffu, status == 0u);
-        if (lane == 0) {
-            s_vote[parity][0][warp] = any_p;
-            s_vote[parity][1][warp] = none;
-        }
-        __syncthreads();
-        int np = kThreads;
-        bool ready = true;
-        for (int w = 0; w < kWarps; w++) {
-            const unsigned pw = s_vote[parity][0][w], xw = s_vote[parity][1][w];
-            if (pw) {
-                const int k = __ffs(pw) - 1;
-                ready = (xw & ((1u << k) - 1u)) == 0;
-                np = w * 32 + k;
-                break;
-            }
-            if (xw) {
-                ready = false;
-                break;
-            }
-        }
-        parity ^= 1;
-        if (ready) return np;
-    }
+    return ((unsigned long long)tag << 32) | __float_as_uint(v);
+}
+__device__ __forceinline__ unsigned word_tag(unsigned long long w) { return (unsigned)(w >> 32); }
+__device__ __forceinline__ float word_value(unsigned long long w)
+{
+    return __uint_as_float((unsigned)w);
 }
 
 /* Shared-memory slots of VEC floats (16-byte aligned when VEC % 4 == 0). */
@@ -444,23 +402,6 @@ __device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
     }
 }
 
-/* Publishing a tile: its data stores must be visible before its flag. Thread
- * 0 fences once after the block barrier, then stores the flag with release
- * semantics (the pattern of cooperative groups' grid barrier). The
- * alternative, a fence in every writing thread before the barrier
- * (PRNN_FENCE_ONCE=0), measured slower on an H200: 16x64Kx1024 fp32
- * fwd+bwd 84.7% -> 88.9% of the copy roofline with one fence. */
-#ifndef PRNN_FENCE_ONCE
-#define PRNN_FENCE_ONCE 1
-#endif
-#if PRNN_FENCE_ONCE
-#define PUBLISH_FENCE_EACH() ((void)0)
-#define PUBLISH_FENCE_ONE() __threadfence()
-#else
-#define PUBLISH_FENCE_EACH() __threadfence()
-#define PUBLISH_FENCE_ONE() ((void)0)
-#endif
-
 /* Step 1: the block's tile, from the launch's ticket counter (block-wide). */
 __device__ int64_t take_ticket(const lookback_params &lp, lookback_smem &sm)
 {
@@ -469,85 +410,114 @@ __device__ int64_t take_ticket(const lookback_params &lp, lookback_smem &sm)
     return sm.lin;
 }
 
+/* How a thread's run of predecessors ended. */
+constexpr int kRunAgg = 0;     /* all aggregates: the run composes to (A, B) */
+constexpr int kRunPrefix = 1;  /* reached an inclusive prefix P */
+constexpr int kRunBlocked = 2; /* reached a tile with nothing out yet */
+
 /* Step 4 for tile `chunk` of chain r (block-wide; thread c < W holds
  * column c's aggregate aggA, aggB, and in chunk 0 its carry-in carry0):
  * publishes the aggregate, finds the carry-in by looking back, publishes
  * the inclusive prefix. Returns the carry-in to threads c < W and leaves it
  * in sm.carry. Chunk 0 publishes its inclusive prefix at once.
  *
- * The fold of a window is spread over the block: G = 256/W threads per
- * column, thread (g, c) composing a contiguous run of the predecessors,
- * then the g = 0 thread composing the G partials in order. acc is the
- * composition of everything folded so far (the newer predecessors). */
+ * Every value goes out as a tagged word (ld_word/st_word): per tile and
+ * column an A word and a B word (tag epoch << 2 | kStatusA), later a P word
+ * (kStatusP). A word carries its own readiness, so publishing needs no
+ * fence, no barrier and no flag, and each column looks back on its own.
+ *
+ * A round: the G = 256/W threads of column c take the next G*K
+ * predecessors, thread (g, c) a contiguous run of up to K, all its
+ * words loaded at once. A run composes its aggregates from the nearest
+ * outward and stops at the first P (kRunPrefix) or at a tile with nothing
+ * out (kRunBlocked). The g = 0 thread then composes the runs in order into
+ * acc (everything folded so far, the newer predecessors): a prefix ends the
+ * column's look-back; a blocked run makes the next round start at it. */
+template <int K = 4> /* predecessors a thread examines per round */
 __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t chunk, int W,
                                 float aggA, float aggB, float carry0, lookback_smem &sm)
 {
     const int tid = threadIdx.x;
-    /* Tiles of one chain are consecutive in flags and data, so a look-back
-     * window is one contiguous run. */
-    const int64_t ts = 3 * (int64_t)W; /* floats per tile's data */
-    const unsigned *const flags_row = lp.flags + r * lp.nchunks;
-    const float *const data_row = lp.data + r * lp.nchunks * ts;
-    float *const my = lp.data + (r * lp.nchunks + chunk) * ts;
-    unsigned *const my_flag = lp.flags + r * lp.nchunks + chunk;
-    const unsigned tag = lp.epoch << 2;
+    const int64_t ts = 3 * (int64_t)W; /* words per tile */
+    const unsigned long long *const row = lp.words + r * lp.nchunks * ts;
+    unsigned long long *const my = lp.words + (r * lp.nchunks + chunk) * ts;
+    const unsigned tagA = (lp.epoch << 2) | kStatusA, tagP = (lp.epoch << 2) | kStatusP;
     float carry = carry0;
     if (chunk > 0) {
         if (tid < W) {
-            my[tid] = aggA;
-            my[W + tid] = aggB;
-            PUBLISH_FENCE_EACH();
+            st_word(my + tid, make_word(aggA, tagA));
+            st_word(my + W + tid, make_word(aggB, tagA));
+            sm.base[tid] = chunk - 1;
         }
-        __syncthreads();
-        if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusA);
-
         const int G = kThreads / W, c = tid & (W - 1), g = tid / W;
         float accA = 1.0f, accB = 0.0f;
-        int parity = 0;
-        for (int64_t base = chunk - 1;; base -= kThreads) {
-            const int np = lookback_poll(flags_row, base, lp.epoch, sm.vote, parity);
-            const float *q = data_row + base * ts + c; /* predecessor i at q - i*ts */
-            float incl = 0.0f;
-            if (g == 0 && np < kThreads) incl = __ldcg(q - np * ts + 2 * W);
-            const int lo = g * np / G, hi = (g + 1) * np / G;
-            float pA = 1.0f, pB = 0.0f;
-            for (int i = lo; i < hi; i += kFoldBatch) {
-                float fa[kFoldBatch], fb[kFoldBatch];
+        __syncthreads(); /* sm.base */
+        for (;;) {
+            const int64_t base = sm.base[c];
+            int stat = kRunAgg, nfold = 0;
+            float pA = 1.0f, pB = 0.0f, pP = 0.0f;
+            const int64_t lo = base - (int64_t)g * K; /* the run's nearest */
+            if (base >= 0 && lo >= 0) {
+                unsigned long long wa[K], wb[K], wp[K];
 #pragma unroll
-                for (int k = 0; k < kFoldBatch; k++) {
-                    fa[k] = 1.0f;
-                    fb[k] = 0.0f;
-                    if (i + k < hi) {
-                        fa[k] = __ldcg(q - (i + k) * ts);
-                        fb[k] = __ldcg(q - (i + k) * ts + W);
+                for (int k = 0; k < K; k++) {
+                    wa[k] = wb[k] = wp[k] = 0ull;
+                    if (lo - k >= 0) {
+                        const unsigned long long *q = row + (lo - k) * ts + c;
+                        wp[k] = ld_word(q + 2 * W);
+                        wa[k] = ld_word(q);
+                        wb[k] = ld_word(q + W);
                     }
                 }
+                /* chunk 0 publishes only P, so a run never composes past it */
 #pragma unroll
-                for (int k = 0; k < kFoldBatch; k++) {
-                    pB = pA * fb[k] + pB;
-                    pA = pA * fa[k];
+                for (int k = 0; k < K; k++) {
+                    if (stat != kRunAgg || lo - k < 0) continue;
+                    if (word_tag(wp[k]) == tagP) {
+                        stat = kRunPrefix;
+                        pP = word_value(wp[k]);
+                    } else if (word_tag(wa[k]) == tagA && word_tag(wb[k]) == tagA) {
+                        pB = pA * word_value(wb[k]) + pB;
+                        pA = pA * word_value(wa[k]);
+                        nfold++;
+                    } else {
+                        stat = kRunBlocked;
+                    }
                 }
             }
             sm.partA[tid] = pA; /* tid == g * W + c */
             sm.partB[tid] = pB;
+            sm.partP[tid] = pP;
+            sm.pstat[tid] = stat | nfold << 2;
             __syncthreads();
-            if (g == 0) {
+            int open = 0;
+            if (g == 0 && base >= 0) {
+                int64_t next = base - (int64_t)G * K;
                 for (int k = 0; k < G; k++) {
+                    const int sk = sm.pstat[k * W + c];
                     accB = accA * sm.partB[k * W + c] + accB;
                     accA = accA * sm.partA[k * W + c];
+                    if ((sk & 3) == kRunPrefix) {
+                        carry = accA * sm.partP[k * W + c] + accB;
+                        next = -1;
+                        break;
+                    }
+                    if ((sk & 3) == kRunBlocked) { /* start again at the stop */
+                        next = base - (int64_t)k * K - (sk >> 2);
+                        break;
+                    }
                 }
-                if (np < kThreads) carry = accA * incl + accB;
+                sm.base[c] = next;
+                open = next >= 0;
             }
-            if (np < kThreads) break;
+            if (!__syncthreads_or(open)) break;
         }
     }
     if (tid < W) {
-        my[2 * W + tid] = aggA * carry + aggB;
+        st_word(my + 2 * W + tid, make_word(aggA * carry + aggB, tagP));
         sm.carry[tid] = carry;
-        PUBLISH_FENCE_EACH();
     }
     __syncthreads();
-    if (tid == 0) PUBLISH_FENCE_ONE(), st_release(my_flag, tag | kStatusP);
     return carry;
 }
 
@@ -627,7 +597,8 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         aggB = sB[(TY - 1) * W + tid];
         if (chunk == 0 && tile * W + tid < p.H) carry = state_in<BWD>(p, b, tile * W + tid);
     }
-    carry = lookback_carry(cp.lb, r, chunk, W, aggA, aggB, carry, lsm);
+    /* 2 blocks per SM: 2 predecessors a round, or the fold's registers spill */
+    carry = lookback_carry<MB == 1 ? 4 : 2>(cp.lb, r, chunk, W, aggA, aggB, carry, lsm);
     if (tid < W && tile * W + tid < p.H && s_first <= L - 1 && L - 1 < s_first + C)
         state_out<T, BWD>(p, b, tile * W + tid, L, aggA * carry + aggB);
 
@@ -903,7 +874,7 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
 #pragma unroll
         for (int k = 0; k < S; k++)
             load_step<T, VEC, BWD>(p, row, u_begin + (int64_t)tl * S + k, L, col, col_ok, x[k], y[k]);
-        (void)lookback_carry(sp.lb, r, seg, CW, aggA, aggB, 0.0f, lsm);
+        (void)lookback_carry<MB == 1 ? 4 : 2>(sp.lb, r, seg, CW, aggA, aggB, 0.0f, lsm);
 #pragma unroll
         for (int j = 0; j < NC; j++)
             if (keeps && cc(j) < CW) carry[j] = lsm.carry[cc(j)];
@@ -1008,7 +979,7 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
                 if (cc(j) < CW) lsm.carry[cc(j)] = carry[j];
         }
         __syncthreads();
-        (void)lookback_carry(sp.lb, r, 0, CW, 1.0f, 0.0f,
+        (void)lookback_carry<MB == 1 ? 4 : 2>(sp.lb, r, 0, CW, 1.0f, 0.0f,
                              threadIdx.x < CW ? lsm.carry[threadIdx.x] : 0.0f, lsm);
     }
     if (lead && (L == 0 ? seg == 0 : u_begin <= L - 1 && L - 1 < u_end)) {

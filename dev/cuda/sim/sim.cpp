@@ -8,12 +8,12 @@
  *
  * Execution: blocks run one at a time, in a random order; the threads of a
  * block are ucontext fibers switched at __syncthreads, __ballot_sync and
- * flag loads, the runnable fiber picked at random. ld_acquire returns, with
- * probability PRNN_SIM_STALE (default 0.5), the value the flag held before
- * its latest store in this launch (a legal stale read), so the look-back
- * sees aggregates (status A), not-yet-published tiles (retries) and
- * inclusive prefixes (P) in every mix; near 1, long runs of aggregates
- * force look-backs over several 32-tile windows.
+ * look-back word loads, the runnable fiber picked at random. ld_word
+ * returns, with probability PRNN_SIM_STALE (default 0.5), the value the
+ * word held before its latest store in this launch (a legal stale read),
+ * so the look-back sees aggregates (status A), not-yet-published tiles
+ * (retries) and inclusive prefixes (P) in every mix, word by word; near 1,
+ * long runs of aggregates force look-backs over many rounds.
  *
  * Memory: cudaMalloc returns host memory filled with 0xA5 bytes (garbage, as
  * on a device); copies are memcpy; streams are tokens. PRNN_SIM_SEED seeds
@@ -59,8 +59,8 @@ dim3 cur_grid, cur_bdim;
 const std::function<void()> *cur_body;
 std::mt19937_64 rng;
 bool seeded;
-double stale_prob = 0.5; /* PRNN_SIM_STALE: chance a flag load sees the previous value */
-std::unordered_map<const unsigned *, std::vector<unsigned>> flag_history;
+double stale_prob = 0.5; /* PRNN_SIM_STALE: chance a word load sees the previous value */
+std::unordered_map<const unsigned long long *, std::vector<unsigned long long>> word_history;
 
 unsigned nthreads() { return cur_bdim.x * cur_bdim.y * cur_bdim.z; }
 
@@ -197,22 +197,38 @@ float shfl(unsigned mask, float v, int src)
     return w.vals[gen & 1][src & 31];
 }
 
-unsigned ld_acquire(const unsigned *p)
+/* Look-back words: a load may return the value before the latest store,
+ * whose tag then says it is not out yet (or only its aggregate). */
+unsigned long long ld_word(const unsigned long long *p)
 {
-    to_scheduler(); /* let the others move: this is a spin loop's poll */
-    auto it = flag_history.find(p);
-    if (it == flag_history.end() || it->second.size() < 2 ||
+    to_scheduler();
+    auto it = word_history.find(p);
+    if (it == word_history.end() || it->second.size() < 2 ||
         std::uniform_real_distribution<double>(0.0, 1.0)(rng) >= stale_prob)
         return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    return it->second[it->second.size() - 2]; /* the value before the latest */
+    return it->second[it->second.size() - 2];
 }
 
-void st_release(unsigned *p, unsigned v)
+void st_word(unsigned long long *p, unsigned long long v)
 {
-    auto &h = flag_history[p];
-    if (h.empty()) h.push_back(*p); /* the value the launch found */
+    auto &h = word_history[p];
+    if (h.empty()) h.push_back(*p);
     h.push_back(v);
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+/* Block-wide OR: three rotating accumulators, each fiber keeping its own
+ * count of calls, so a fast fiber's next call never touches the one that
+ * slower fibers are still reading. */
+int syncthreads_or(int pred)
+{
+    static int acc[3];
+    static unsigned calls[1024];
+    const unsigned t = thread_idx().x, k = calls[t]++ % 3;
+    acc[(k + 1) % 3] = 0; /* the next call's, unused until everyone is past this barrier */
+    if (pred) acc[k] = 1;
+    syncthreads();
+    return acc[k];
 }
 
 void launch(dim3 grid, dim3 block, const std::function<void()> &body)
@@ -224,7 +240,7 @@ void launch(dim3 grid, dim3 block, const std::function<void()> &body)
         if (st) stale_prob = atof(st);
         seeded = true;
     }
-    flag_history.clear(); /* a launch never sees values from before it began */
+    word_history.clear(); /* a launch never sees values from before it began */
     cur_grid = grid;
     cur_bdim = block;
     cur_body = &body;

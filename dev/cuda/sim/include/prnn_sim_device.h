@@ -3,8 +3,8 @@
  * for host compilation of src/scan_cuda.cu: every thread of a block is a
  * fiber (dev/cuda/sim/sim.cpp); __shared__ variables become statics, which is
  * right because the simulator runs one block at a time; __syncthreads and
- * __ballot_sync and the warp shuffles are fiber barriers; ld_acquire may return an older value of
- * a flag (on purpose: it exercises the look-back's fold of aggregates).
+ * __ballot_sync and the warp shuffles are fiber barriers; ld_word may return an older value of
+ * a look-back word (on purpose: it exercises the look-back's fold of aggregates and retries).
  */
 #ifndef PRNN_SIM_DEVICE_H
 #define PRNN_SIM_DEVICE_H
@@ -46,8 +46,9 @@ void syncthreads();
 unsigned ballot(unsigned mask, int pred);
 float shfl(unsigned mask, float v, int src);
 void launch(dim3 grid, dim3 block, const std::function<void()> &body);
-unsigned ld_acquire(const unsigned *p);
-void st_release(unsigned *p, unsigned v);
+unsigned long long ld_word(const unsigned long long *p);
+void st_word(unsigned long long *p, unsigned long long v);
+int syncthreads_or(int pred);
 } // namespace prnn_sim
 
 #define threadIdx (prnn_sim::thread_idx())
@@ -60,6 +61,7 @@ void st_release(unsigned *p, unsigned v);
     ((void)(stream), prnn_sim::launch(dim3(grid), dim3(block), [=]() { kernel(__VA_ARGS__); }))
 
 inline void __syncthreads() { prnn_sim::syncthreads(); }
+inline int __syncthreads_or(int pred) { return prnn_sim::syncthreads_or(pred); }
 inline unsigned __ballot_sync(unsigned mask, int pred) { return prnn_sim::ballot(mask, pred); }
 inline float __shfl_sync(unsigned mask, float v, int src) { return prnn_sim::shfl(mask, v, src); }
 inline float __shfl_up_sync(unsigned mask, float v, unsigned d)
@@ -90,8 +92,8 @@ inline unsigned __float_as_uint(float f)
     memcpy(&u, &f, 4);
     return u;
 }
-inline unsigned ld_acquire(const unsigned *p) { return prnn_sim::ld_acquire(p); }
-inline void st_release(unsigned *p, unsigned v) { prnn_sim::st_release(p, v); }
+inline unsigned long long ld_word(const unsigned long long *p) { return prnn_sim::ld_word(p); }
+inline void st_word(unsigned long long *p, unsigned long long v) { prnn_sim::st_word(p, v); }
 
 /* bf16 and fp16: bits in a struct, round-to-nearest-even conversions */
 struct __nv_bfloat16 {
