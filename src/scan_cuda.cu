@@ -49,6 +49,8 @@
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)              \
+    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #endif
 
 #ifdef DEBUG_MERGE
@@ -564,6 +566,17 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
     typename reg_of<T, VEC>::type x[S], y[S];
 #pragma unroll
     for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, u0 + k, L, col, col_ok, x[k], y[k]);
+    /* The backward's h_{s-1} on the vector path with few chains: copied
+     * into shared memory now, so it arrives during the look-back (S 16-byte
+     * slots a thread). At 2 blocks per SM it measured 2 points slower
+     * (f32 16 x 64K x 256), so there it is loaded after the look-back. */
+    constexpr bool kStageH = BWD && VEC > 1 && MB == 1;
+    PRNN_DYN_SHARED(uint4, hstage); /* (S, kThreads) */
+    if constexpr (kStageH) {
+#pragma unroll
+        for (int k = 0; k < S; k++)
+            hprev_stage<T>(p, b, u0 + k, L, col, col_ok, hstage + k * kThreads + tid);
+    }
 
     float A[VEC], Bs[VEC];
     summarize<T, VEC, S>(x, y, A, Bs);
@@ -617,9 +630,21 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         for (int v = 0; v < VEC; v++) st[v] = eA[v] * lsm.carry[tx * VEC + v] + eB[v];
     }
     if (!col_ok) return;
-    /* Backward: h_{s-1} is loaded only now, and for packed 16-bit vectors
-     * half the steps at a time (as floats they would double the registers
-     * of x and y); issued before the look-back they would spill. */
+    if constexpr (kStageH) {
+        cp_async_wait_all();
+#pragma unroll
+        for (int k = 0; k < S; k++) {
+            typename reg_of<T, VEC>::type hq;
+            float hp[VEC];
+            hprev_unstage<T, VEC>(u0 + k, L, true, hstage + k * kThreads + tid, hq);
+            hprev_get<T, VEC>(p, b, u0 + k, L, col, hq, hp);
+            advance<T, VEC>(x[k], y[k], st);
+            if (u0 + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + k, L, col, st, hp);
+        }
+        return;
+    }
+    /* Backward on the scalar path: h_{s-1} is loaded only now (issued
+     * before the look-back the registers would spill). */
     constexpr int HB = BWD ? (sizeof(T) == 2 && VEC > 1 ? S / 2 : S) : S;
 #pragma unroll
     for (int k0 = 0; k0 < S; k0 += HB) {
@@ -667,7 +692,13 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.ntiles = ntiles;
     cp.R = R;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB>;
-    PRNN_LAUNCH(kernel, (unsigned)nblocks, kThreads, st->stream, cp);
+    /* the staged h_{s-1} (chunked_scan_kernel's kStageH); with the static
+     * shared memory it is over the 48 KiB a block gets without opting in */
+    const size_t smem = BWD && VEC > 1 && MB == 1 ? (size_t)S * kThreads * sizeof(uint4) : 0;
+    if (smem > 0)
+        PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem));
+    PRNN_LAUNCH_SMEM(kernel, (unsigned)nblocks, kThreads, smem, st->stream, cp);
     PRNN_CU_LAUNCHED();
     st->ticket_base += (unsigned long long)nblocks;
     return PRNN_OK;
@@ -1046,15 +1077,6 @@ template <typename T, int VEC, int S, int SB = 128> constexpr int64_t striped_st
     return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC, SB>()) * S;
 }
 
-/* Tiles per segment of a STRIPED launch at S steps per lane and MB blocks
- * per SM (0 where rows are shorter than a tile). */
-template <typename T, int VEC, int S, int MB>
-int64_t striped_seg_tiles(const prnn_cuda_state *st, const scan_params &p)
-{
-    constexpr int64_t STEPS = striped_steps<T, VEC, S>();
-    return striped_seg_len(st, p, striped_blocks<T, VEC>(p), STEPS, MB) / STEPS;
-}
-
 template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128>
 prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
 {
@@ -1186,20 +1208,17 @@ bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
 }
 
 /* AUTO between the striped and the chunked scan: striped on the vector path
- * where its stripes fill the card walking whole rows, and for the 16-bit
- * backward also cut into segments of at least 3 tiles; the chunked scan
- * otherwise. Measured on an H200 (dev/cuda/README.md): with segments the
- * 16-bit backward ran 12-20% faster than the chunked one (B*H = 64 and 256,
- * T = 64K and 1M) except with 1-tile segments (1 x 64K x 64, 16 x 4K x 64);
- * every other segmented case ran slower than the chunked scan. */
+ * where its stripes fill the card walking whole rows, the chunked scan
+ * otherwise. Until the chunked backward staged h_{s-1} in shared memory,
+ * the 16-bit backward took striped segments of at least 3 tiles; measured
+ * on an H200 since (dev/cuda/README.md), bf16 fwd+bwd % of the copy
+ * roofline, segments / chunked: 1x1Mx64 59.4 / 63.0, 1x1Mx256 65.1 / 68.1,
+ * 1x64Kx256 49.1 / 53.1, 4x64Kx256 63.5 / 65.8, 16x64Kx256 65.6 / 68.1. */
 template <typename T, int VEC, bool BWD>
 bool auto_striped(const prnn_cuda_state *st, const scan_params &p)
 {
     if (VEC == 1) return false;
-    if (striped_fills<T, VEC, BWD>(st, p)) return true;
-    if constexpr (BWD && sizeof(T) == 2)
-        return striped_seg_tiles<T, VEC, kBwd16Steps, kBwd16Blocks>(st, p) >= 3;
-    return false;
+    return striped_fills<T, VEC, BWD>(st, p);
 }
 
 } // namespace

@@ -389,6 +389,57 @@ __device__ __forceinline__ void load_hprev_reg(const scan_params &p, int64_t b, 
     if (col_ok && u + 1 < L)
         reg_load<T, VEC>(hq, p.h_in, (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col);
 }
+/* Asynchronous 16-byte copies global -> shared memory (sm_80 and later). */
+#ifndef PRNN_CUDA_SIM /* the host simulator copies at once */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+/* Waits for this thread's copies; their data is then visible to it. */
+__device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+#endif
+
+/* A block's shared area sized at launch (dynamic shared memory). */
+#ifndef PRNN_DYN_SHARED
+#define PRNN_DYN_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
+/* load_hprev_reg through shared memory, on the vector path: the load of h
+ * at u+1 issued as an asynchronous copy into this thread's slot, and after
+ * cp_async_wait_all the register taken from it (zeros where there is none). */
+template <typename T>
+__device__ __forceinline__ void hprev_stage(const scan_params &p, int64_t b, int64_t u, int64_t L,
+                                            int64_t col, bool col_ok, uint4 *slot)
+{
+    if (col_ok && u + 1 < L)
+        cp_async16(slot, static_cast<const T *>(p.h_in) +
+                             (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok, const uint4 *slot,
+                                              freg<VEC> &hq)
+{
+    static_assert(VEC * sizeof(T) == 16, "staged vectors are 16 bytes");
+    reg_fill<T, VEC>(hq, 0.0f);
+    if (col_ok && u + 1 < L) {
+        const uint4 q = *slot;
+        const unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) hq.v[k] = __uint_as_float(w[k]);
+    }
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok, const uint4 *slot,
+                                              hreg &hq)
+{
+    reg_fill<T, VEC>(hq, 0.0f);
+    if (col_ok && u + 1 < L) hq.raw = *slot;
+}
+
 template <typename T, int VEC, typename R>
 __device__ __forceinline__ void hprev_get(const scan_params &p, int64_t b, int64_t u, int64_t L,
                                           int64_t col, const R &hq, float (&hp)[VEC])

@@ -545,8 +545,8 @@ int main(int argc, char **argv)
                 if (algos[ai] != PRNN_SCAN_SERIAL && dtypes[di] != PRNN_DTYPE_F16)
                     run_case(algos[ai], dtypes[di], longT[1], &OPTS[5]);
             }
-        /* AUTO there: CHUNKED, except the bf16 backward, which takes
-         * STRIPED with segments (4 tiles on an H200) */
+        /* AUTO there: CHUNKED (the backward with h_{s-1} staged in
+         * shared memory on the vector path) */
         for (int di = 0; di < 2; di++) run_case(PRNN_SCAN_AUTO, dtypes[di], longT[1], &OPTS[5]);
     }
     /* Many channels: the striped scan's configurations (on an H200, fp32

@@ -60,6 +60,11 @@ int syncthreads_or(int pred);
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
     ((void)(stream), prnn_sim::launch(dim3(grid), dim3(block), [=]() { kernel(__VA_ARGS__); }))
 
+#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)              \
+    ((void)(smem), PRNN_LAUNCH(kernel, grid, block, stream, __VA_ARGS__))
+/* Dynamic shared memory: a static area as large as a block may ask for. */
+#define PRNN_DYN_SHARED(type, name) static type name[(228u << 10) / sizeof(type)]
+
 inline void __syncthreads() { prnn_sim::syncthreads(); }
 inline int __syncthreads_or(int pred) { return prnn_sim::syncthreads_or(pred); }
 inline unsigned __ballot_sync(unsigned mask, int pred) { return prnn_sim::ballot(mask, pred); }
@@ -78,6 +83,14 @@ inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
     return old;
 }
 template <typename T> inline T __ldg(const T *p) { return *p; }
+/* Asynchronous copies complete at once here. */
+inline void cp_async16(void *smem, const void *gmem) { memcpy(smem, gmem, 16); }
+inline void cp_async_wait_all() {}
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename K> inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int)
+{
+    return cudaSuccess;
+}
 template <typename T> inline void __stcs(T *p, T v) { *p = v; }
 inline float __ldcg(const float *p) { return *p; }
 inline float __uint_as_float(unsigned u)
