@@ -337,7 +337,6 @@ lookback_params lookback_open(prnn_cuda_state *st, int64_t nchunks)
     return lp;
 }
 
-
 /* Shared memory of the look-back. */
 struct lookback_smem {
     float carry[kThreads];                  /* (W) the block's carry-in */
