@@ -74,14 +74,14 @@ struct prnn_cuda_state {
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
-     *   [kFlagsOffset, ...)    flag_cap 32-bit units of tagged look-back
-     *                          words (64-bit) of the chunked and segmented scans
+     *   [kWordsOffset, ...)    word_cap tagged 64-bit look-back words of the
+     *                          chunked and segmented scans
      *   [data_offset, ...)     data_cap bytes: tree levels
      * The counter and words are zeroed once when allocated; afterwards each
      * look-back launch tags its words with a fresh epoch and offsets its
      * tickets by ticket_base, so no per-call memset is needed. */
     unsigned char *ws;
-    size_t flag_cap;
+    size_t word_cap;
     size_t data_offset;
     size_t data_cap;
     unsigned long long ticket_base;
@@ -93,7 +93,7 @@ struct prnn_cuda_state {
 
 namespace {
 
-constexpr size_t kFlagsOffset = 256;
+constexpr size_t kWordsOffset = 256;
 constexpr unsigned kEpochLimit = 1u << 30; /* tag = epoch << 2 | status */
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -107,23 +107,24 @@ int ceil_log2(int64_t x)
     return l;
 }
 
-/* Ensures room for nflags status words and data_bytes of data. Growing
+/* Ensures room for nwords look-back words and data_bytes of data. Growing
  * waits for the stream (an older, smaller workspace may still be in use),
  * then frees it and allocates the new one. */
-prnn_status ws_reserve(prnn_cuda_state *st, size_t nflags, size_t data_bytes)
+prnn_status ws_reserve(prnn_cuda_state *st, size_t nwords, size_t data_bytes)
 {
-    if (st->ws && nflags <= st->flag_cap && data_bytes <= st->data_cap) return PRNN_OK;
-    size_t flag_cap = nflags > st->flag_cap ? nflags : st->flag_cap;
+    if (st->ws && nwords <= st->word_cap && data_bytes <= st->data_cap) return PRNN_OK;
+    size_t word_cap = nwords > st->word_cap ? nwords : st->word_cap;
     size_t data_cap = data_bytes > st->data_cap ? data_bytes : st->data_cap;
-    flag_cap = align_up(flag_cap ? flag_cap : 1, 1024);
+    word_cap = align_up(word_cap ? word_cap : 1, 512);
     data_cap = align_up(data_cap ? data_cap : 1, (size_t)1 << 20);
-    const size_t data_offset = align_up(kFlagsOffset + flag_cap * sizeof(unsigned), 256);
+    const size_t data_offset =
+        align_up(kWordsOffset + word_cap * sizeof(unsigned long long), 256);
 
     if (st->ws) {
         PRNN_CU(cudaStreamSynchronize(st->stream));
         PRNN_CU(cudaFree(st->ws));
         st->ws = nullptr;
-        st->flag_cap = st->data_cap = 0;
+        st->word_cap = st->data_cap = 0;
     }
     void *ws = nullptr;
     cudaError_t e = cudaMalloc(&ws, data_offset + data_cap);
@@ -132,7 +133,7 @@ prnn_status ws_reserve(prnn_cuda_state *st, size_t nflags, size_t data_bytes)
         return map_cuda_error(e);
     }
     st->ws = static_cast<unsigned char *>(ws);
-    st->flag_cap = flag_cap;
+    st->word_cap = word_cap;
     st->data_cap = data_cap;
     st->data_offset = data_offset;
     st->ticket_base = 0;
@@ -147,12 +148,12 @@ float *ws_data(prnn_cuda_state *st) { return reinterpret_cast<float *>(st->ws + 
  * for their words. */
 prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
 {
-    /* 3 W tagged 64-bit words per tile, in the zeroed status area */
-    prnn_status s = ws_reserve(st, (size_t)tiles * 3 * (size_t)W * 2, 0);
+    /* 3 W tagged words per tile, in the zeroed area nothing else writes */
+    prnn_status s = ws_reserve(st, (size_t)tiles * 3 * (size_t)W, 0);
     if (s != PRNN_OK) return s;
     if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
-        PRNN_CU(cudaMemsetAsync(st->ws + kFlagsOffset, 0, st->flag_cap * sizeof(unsigned),
-                                st->stream));
+        PRNN_CU(cudaMemsetAsync(st->ws + kWordsOffset, 0,
+                                st->word_cap * sizeof(unsigned long long), st->stream));
         st->epoch = 1;
     }
     return PRNN_OK;
@@ -329,7 +330,7 @@ struct chunked_params {
 lookback_params lookback_open(prnn_cuda_state *st, int64_t nchunks)
 {
     lookback_params lp;
-    lp.words = reinterpret_cast<unsigned long long *>(st->ws + kFlagsOffset);
+    lp.words = reinterpret_cast<unsigned long long *>(st->ws + kWordsOffset);
     lp.counter = reinterpret_cast<unsigned long long *>(st->ws);
     lp.ticket_base = st->ticket_base;
     lp.epoch = st->epoch;
