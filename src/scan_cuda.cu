@@ -305,6 +305,12 @@ constexpr unsigned kStatusP = 2; /* inclusive prefix published */
  * PRNN_CHUNK_STEPS / PRNN_CHUNK_MIN_BLOCKS force one setting (lab sweeps).
  */
 template <int VEC, int SB> constexpr int chunk_steps() { return VEC == 1 ? 2 * SB : SB; }
+/* Whether the backward stages h_{s-1} in shared memory (the vector path at
+ * 1 block per SM; see chunked_scan_kernel), S 16-byte slots a thread. */
+template <bool BWD, int VEC, int MB> constexpr bool chunk_stages_hprev()
+{
+    return BWD && VEC > 1 && MB == 1;
+}
 constexpr int64_t kFewChains = 16;
 
 /* The look-back state of one launch: R chains of nchunks tiles each. */
@@ -570,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
      * into shared memory now, so it arrives during the look-back (S 16-byte
      * slots a thread). At 2 blocks per SM it measured 2 points slower
      * (f32 16 x 64K x 256), so there it is loaded after the look-back. */
-    constexpr bool kStageH = BWD && VEC > 1 && MB == 1;
+    constexpr bool kStageH = chunk_stages_hprev<BWD, VEC, MB>();
     PRNN_DYN_SHARED(uint4, hstage); /* (S, kThreads) */
     if constexpr (kStageH) {
 #pragma unroll
@@ -643,8 +649,10 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         }
         return;
     }
-    /* Backward on the scalar path: h_{s-1} is loaded only now (issued
-     * before the look-back the registers would spill). */
+    /* Unstaged (the forward; the backward on the scalar path or at 2 blocks
+     * per SM): h_{s-1} is loaded only now, and for packed 16-bit vectors half
+     * the steps at a time (as floats they would double the registers of x
+     * and y); issued before the look-back they would spill. */
     constexpr int HB = BWD ? (sizeof(T) == 2 && VEC > 1 ? S / 2 : S) : S;
 #pragma unroll
     for (int k0 = 0; k0 < S; k0 += HB) {
@@ -692,9 +700,10 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.ntiles = ntiles;
     cp.R = R;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB>;
-    /* the staged h_{s-1} (chunked_scan_kernel's kStageH); with the static
+    /* the staged h_{s-1}; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
-    const size_t smem = BWD && VEC > 1 && MB == 1 ? (size_t)S * kThreads * sizeof(uint4) : 0;
+    const size_t smem =
+        chunk_stages_hprev<BWD, VEC, MB>() ? (size_t)S * kThreads * sizeof(uint4) : 0;
     if (smem > 0)
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem));

@@ -359,6 +359,18 @@ __device__ __forceinline__ void load_step(const scan_params &p, int64_t row, int
     }
 }
 
+/* Whether h_{s-1} of logical step u is read from h_in (h at u+1), and
+ * where: elsewhere it is h0 (u = L-1) or zeros (padding, columns past H). */
+__device__ __forceinline__ bool hprev_in(int64_t u, int64_t L, bool col_ok)
+{
+    return col_ok && u + 1 < L;
+}
+__device__ __forceinline__ int64_t hprev_at(const scan_params &p, int64_t b, int64_t u,
+                                            int64_t L, int64_t col)
+{
+    return (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col;
+}
+
 /* Backward only: h_{s-1} of logical step u (s = L-1-u), i.e. the forward
  * state one step earlier in forward order: h at u+1, or h0 for u = L-1. */
 template <typename T, int VEC>
@@ -370,7 +382,7 @@ __device__ __forceinline__ void load_hprev(const scan_params &p, int64_t b, int6
     for (int v = 0; v < VEC; v++) hp[v] = 0.0f;
     if (!col_ok || u >= L) return;
     if (u + 1 < L) {
-        load_vec<T, VEC>(p.h_in, (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col, hp);
+        load_vec<T, VEC>(p.h_in, hprev_at(p, b, u, L, col), hp);
     } else if (p.h0) {
 #pragma unroll
         for (int v = 0; v < VEC; v++) hp[v] = __ldg(p.h0 + b * p.H + col + v);
@@ -386,8 +398,7 @@ __device__ __forceinline__ void load_hprev_reg(const scan_params &p, int64_t b, 
                                                int64_t L, int64_t col, bool col_ok, R &hq)
 {
     reg_fill<T, VEC>(hq, 0.0f);
-    if (col_ok && u + 1 < L)
-        reg_load<T, VEC>(hq, p.h_in, (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col);
+    if (hprev_in(u, L, col_ok)) reg_load<T, VEC>(hq, p.h_in, hprev_at(p, b, u, L, col));
 }
 /* Asynchronous 16-byte copies global -> shared memory (sm_80 and later). */
 #ifndef PRNN_CUDA_SIM /* the host simulator copies at once */
@@ -415,9 +426,8 @@ template <typename T>
 __device__ __forceinline__ void hprev_stage(const scan_params &p, int64_t b, int64_t u, int64_t L,
                                             int64_t col, bool col_ok, uint4 *slot)
 {
-    if (col_ok && u + 1 < L)
-        cp_async16(slot, static_cast<const T *>(p.h_in) +
-                             (b * p.T + phys_t(u + 1, L, !p.reverse)) * p.H + col);
+    if (hprev_in(u, L, col_ok))
+        cp_async16(slot, static_cast<const T *>(p.h_in) + hprev_at(p, b, u, L, col));
 }
 template <typename T, int VEC>
 __device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok, const uint4 *slot,
@@ -425,7 +435,7 @@ __device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok,
 {
     static_assert(VEC * sizeof(T) == 16, "staged vectors are 16 bytes");
     reg_fill<T, VEC>(hq, 0.0f);
-    if (col_ok && u + 1 < L) {
+    if (hprev_in(u, L, col_ok)) {
         const uint4 q = *slot;
         const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -437,7 +447,7 @@ __device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok,
                                               hreg &hq)
 {
     reg_fill<T, VEC>(hq, 0.0f);
-    if (col_ok && u + 1 < L) hq.raw = *slot;
+    if (hprev_in(u, L, col_ok)) hq.raw = *slot;
 }
 
 template <typename T, int VEC, typename R>

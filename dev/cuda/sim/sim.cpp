@@ -201,18 +201,18 @@ float shfl(unsigned mask, float v, int src)
  * whose tag then says it is not out yet (or only its aggregate). */
 unsigned long long ld_word(const unsigned long long *p)
 {
-    to_scheduler();
+    to_scheduler(); /* let the others move: this is a spin loop's poll */
     auto it = word_history.find(p);
     if (it == word_history.end() || it->second.size() < 2 ||
         std::uniform_real_distribution<double>(0.0, 1.0)(rng) >= stale_prob)
         return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    return it->second[it->second.size() - 2];
+    return it->second[it->second.size() - 2]; /* the value before the latest */
 }
 
 void st_word(unsigned long long *p, unsigned long long v)
 {
     auto &h = word_history[p];
-    if (h.empty()) h.push_back(*p);
+    if (h.empty()) h.push_back(*p); /* the value the launch found */
     h.push_back(v);
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
 }
