@@ -33,11 +33,15 @@
  *                                                       writes da, db
  *   out_fwd     reads c (+ o, or r and x), writes y
  *   out_bwd     reads dy (+ c, o / r, x, dx), writes dc (+ dP of o / r, dx)
- *   gates_bwd   reads da, db and the gate groups of P, writes their dP
- *   colsum      reads dP (all G groups)       shift: reads n, writes n
+ *   gates_a     reads the groups a depends on, writes a
+ *   gates_bwd   reads da, db and the gate groups of P, writes their dP (and
+ *               adds their column sums to the bias gradients)
+ *   colsum      reads the dP groups out_bwd wrote   shift: reads n, writes n
  *   unshift_add reads src and dst, writes dst
- * The backward recomputes a, b by gates_fwd (the forward keeps P and c,
- * not a and b). Parameter-sized traffic (bias, the (G*H) sums) is ignored.
+ * The backward recomputes a alone by gates_a (the forward keeps P and c,
+ * not a and b; the scan's backward needs a, not b). Parameter-sized traffic
+ * (bias, the (G*H) sums, the column sums' partial rows: a few (G*H) rows per
+ * SM) is ignored.
  * The per-cell pass lists print with the first configuration of each cell.
  *
  * Size letters: B batch rows, T steps, D input features, H hidden units, G
@@ -428,6 +432,10 @@ static double gate_groups(const config *c)
     return 2;
 }
 
+/* Groups a alone depends on (gates_a): minLSTM's normalised f reads f and i;
+ * every other a is one gate. */
+static double a_groups(const config *c) { return c->d.type == PRNN_CELL_MINLSTM ? 2 : 1; }
+
 static void run_passes(config *c, pass_acc *acc)
 {
     prnn_ctx *ctx = c->ctx;
@@ -437,6 +445,7 @@ static void run_passes(config *c, pass_acc *acc)
     prnn_scan_desc sd = prnn_scan_desc_make(c->B, c->T, H);
     sd.dtype = c->dt;
     const void *bias = (const char *)c->params + (c->nW + c->nU) * (int64_t)c->es;
+    float *dbias = c->dparams + c->nW + c->nU;
     const double gg = gate_groups(c);
     const int og = c->d.type == PRNN_CELL_QRNN || c->gilr; /* y reads o */
     acc->bytes = 0;
@@ -481,24 +490,29 @@ static void run_passes(config *c, pass_acc *acc)
     if (c->sru) pass(c, acc, "out_bwd", 5, 3); /* dy c r x dx / dc dP_r dx */
     else if (og) pass(c, acc, "out_bwd", 3, 2); /* dy c o / dc dP_o */
     else pass(c, acc, "out_bwd", 1, 1);         /* dy / dc */
-    PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &e, c->a, c->b, c->P_, bias));
-    pass(c, acc, "gates_fwd", gg, 2);
+    PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &e, c->a, NULL, c->P_, bias));
+    pass(c, acc, "gates_a", a_groups(c), 1);
     PRNN_CHECK(prnn_scan_backward(ctx, &sd, c->da, c->db, NULL, c->a, c->c, NULL, c->dc, NULL));
     pass(c, acc, "scan_bwd", 3, 2);
-    PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &e, c->dP, c->da, c->db, c->P_, bias));
+    PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &e, c->dP, c->da, c->db, c->P_, bias, dbias));
     pass(c, acc, "gates_bwd", 2 + gg, gg);
     if (c->gilr) {
         PRNN_CHECK(prnn_cuda_cell_shift(ctx, &er, H, c->ds, H, c->dss, H, NULL, 0));
         pass(c, acc, "shift ds", 1, 1);
-        PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &es_, c->a, c->b, c->P_, bias));
-        pass(c, acc, "gates_fwd s", 2, 2);
+        PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &es_, c->a, NULL, c->P_, bias));
+        pass(c, acc, "gates_a s", 1, 1);
         PRNN_CHECK(prnn_scan_backward(ctx, &sd, c->da, c->db, NULL, c->a, c->s_, NULL, c->ds, NULL));
         pass(c, acc, "scan_bwd s", 3, 2);
-        PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &es_, c->dP, c->da, c->db, c->P_, bias));
+        PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &es_, c->dP, c->da, c->db, c->P_, bias, dbias));
         pass(c, acc, "gates_bwd s", 4, 2);
     }
-    PRNN_CHECK(prnn_cuda_cell_colsum_add(ctx, c->dt, c->BT, GH, c->dparams + c->nW + c->nU, c->dP, GH));
-    pass(c, acc, "colsum", (double)c->G, 0);
+    /* out_bwd's groups: o (QRNN fo, GILR-LSTM), r (SRU with D == H) */
+    const int64_t og0 = c->sru ? 2 : c->gilr ? 4 : 2, ogn = og || c->sru ? 1 : 0;
+    if (ogn) {
+        PRNN_CHECK(prnn_cuda_cell_colsum_add(ctx, c->dt, c->BT, ogn * H, dbias + og0 * H,
+                                             (const char *)c->dP + og0 * H * c->es, GH));
+        pass(c, acc, "colsum", (double)ogn, 0);
+    }
     if (c->w2) {
         PRNN_CHECK(prnn_cuda_cell_unshift_add(ctx, &e, D, c->dx, D, c->dXs, D, NULL, 0));
         pass(c, acc, "unshift_add", 2, 1);

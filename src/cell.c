@@ -13,10 +13,11 @@
  *              [GILR: a, b = surrogate gates(P); s = scan; P[f,i,o,z] += s_prev U]
  *              a, b = gates(P); c = scan(a, b, c0) (log space: the log scan)
  *              y = out(c, P, x)
- *   backward   dc, dP[out groups] = out_bwd(dy); a = gates(P) again;
- *              da, db = scan_bwd(a, c, dc); dP[gate groups] = gates_bwd
+ *   backward   dc, dP[out groups] = out_bwd(dy); a = gates(P) again (a alone);
+ *              da, db = scan_bwd(a, c, dc); dP[gate groups] = gates_bwd, which
+ *              also adds their column sums to dbias
  *              [GILR: dU, ds_prev from dP[f,i,o,z]; the surrogate the same way]
- *              dW += X^T dP, dbias += colsum dP, dx += dP W^T
+ *              dW += X^T dP, dbias[out groups] += colsum dP, dx += dP W^T
  *
  * What the forward saves (act), per direction: P and c (and GILR's s), or
  * with desc.recompute = k > 1 only the state entering each chunk of k steps
@@ -78,9 +79,9 @@ prnn_status cell_out_bwd(prnn_ctx *ctx, const cell_ew *e, void *dc, void *dP, vo
 }
 
 prnn_status cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e, void *dP, const void *da,
-                           const void *db, const void *P, const void *bias)
+                           const void *db, const void *P, const void *bias, void *dbias)
 {
-    return CELL_CALL(gates_bwd, ctx, e, dP, da, db, P, bias);
+    return CELL_CALL(gates_bwd, ctx, e, dP, da, db, P, bias, dbias);
 }
 
 prnn_status cell_logscan_fwd(prnn_ctx *ctx, const cell_ew *e, void *l, void *lT, const void *la,
@@ -928,6 +929,18 @@ typedef struct {
     int dx_set; /* dx already holds contributions (GEMMs then accumulate) */
 } dx_acc;
 
+/* The groups of dP that out_bwd writes: count of them from first (one run
+ * of adjacent groups), none for y = c. */
+static void out_groups(const layer *L, int64_t *first, int64_t *count)
+{
+    const prnn_cell_desc *d = L->d;
+    *first = 0;
+    *count = 0;
+    if (d->type == PRNN_CELL_QRNN && d->pooling != PRNN_QRNN_F) *first = 2, *count = 1; /* o */
+    else if (d->type == PRNN_CELL_SRU) *first = 2, *count = L->sru_x ? 1 : 2;     /* r (, p) */
+    else if (d->type == PRNN_CELL_GILR_LSTM) *first = 4, *count = 1;                 /* o */
+}
+
 static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, void *dparams,
                            void *dh0, const void *dy, const void *dhT, const void *x,
                            const void *params, const void *h0, const char *act_d)
@@ -939,6 +952,7 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
     const int64_t H = L->H, GH = L->GH, BT = L->BT;
     const prnn_scan_desc sd = scan_desc(L, dir);
     cell_ew e, er;
+    void *dbg = p.bias ? dbias : NULL; /* gates_bwd adds its groups' bias gradients */
 
     const void *h0c = NULL, *h0s = NULL;
     TRY(state_in(L, h0, dir, L->off_c, g->h0c, &h0c));
@@ -984,7 +998,7 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
     TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
     TRY(cell_out_bwd(ctx, &e, g->dc, g->dP, L->sru_x ? dxa->dx : NULL,
                      (const char *)dy + dir * H * L->es, L->Hout, c, P, p.bias, x));
-    if (!a_ready) TRY(cell_gates_fwd(ctx, &e, g->a, g->b, P, p.bias));
+    if (!a_ready) TRY(cell_gates_fwd(ctx, &e, g->a, NULL, P, p.bias)); /* the scan needs a */
     const void *dhTc = NULL;
     TRY(state_in(L, dhT, dir, L->off_c, g->dhTc, &dhTc));
     void *dh0c = state_dst(L, dh0, g->dh0c);
@@ -1003,11 +1017,11 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         TRY(prnn_scan_backward(ctx, &sd, g->da, g->db, NULL, g->w, c, NULL, g->dc, dlT));
         TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
         TRY(cell_logscan_bwd(ctx, &e, g->da, g->b, dh0c, g->db, g->w, g->a, c, dhTc));
-        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->b, P, p.bias));
+        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->b, P, p.bias, dbg));
     } else {
         TRY(scan_bwd(L, &sd, g->da, g->db, dh0c, g->a, c, h0c, g->dc, dhTc));
         TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias));
+        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias, dbg));
     }
     TRY(state_out(L, dh0, dir, L->off_c, dh0c));
 
@@ -1025,10 +1039,10 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         const void *dhTs = NULL;
         TRY(state_in(L, dhT, dir, L->off_s, g->dhTs, &dhTs));
         TRY(ew_full(L, dir, CELL_STAGE_SURROGATE, &e));
-        TRY(cell_gates_fwd(ctx, &e, g->a, g->b, P, p.bias));
+        TRY(cell_gates_fwd(ctx, &e, g->a, NULL, P, p.bias));
         TRY(scan_bwd(L, &sd, g->da, g->db, dh0 ? g->dh0s : NULL, g->a, s, h0s, g->ds, dhTs));
         TRY(ew_full(L, dir, CELL_STAGE_SURROGATE, &e));
-        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias));
+        TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias, dbg));
         if (dh0) {
             /* s0 also enters directly as the first step's s_prev */
             TRY(ew_full(L, !dir, CELL_STAGE_MAIN, &er));
@@ -1043,7 +1057,12 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
     if (L->qrnn2)
         TRY(prnn_gemm(ctx, 1, 0, L->D, GH, BT, 1.0, g->xs, L->D, g->dP, GH, 1.0,
                       dW + L->D * GH * L->as, GH, L->dt, L->at));
-    if (p.bias) TRY(cell_colsum_add(ctx, L->dt, BT, GH, dbias, g->dP, GH));
+    /* the bias gradients of the groups out_bwd wrote (gates_bwd added the rest) */
+    int64_t og0, ogn;
+    out_groups(L, &og0, &ogn);
+    if (p.bias && ogn > 0)
+        TRY(cell_colsum_add(ctx, L->dt, BT, ogn * H, dbias + og0 * H * L->as,
+                            (const char *)g->dP + og0 * H * L->es, GH));
 
     /* inputs */
     TRY(prnn_gemm(ctx, 0, 1, BT, L->D, GH, 1.0, g->dP, GH, p.W, GH, dxa->dx_set ? 1.0 : 0.0,

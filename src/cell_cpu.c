@@ -89,10 +89,10 @@ prnn_status prnn_cpu_cell_out_bwd(prnn_ctx *ctx, const cell_ew *e, void *dc, voi
 }
 
 prnn_status prnn_cpu_cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e, void *dP, const void *da,
-                                    const void *db, const void *P, const void *bias)
+                                    const void *db, const void *P, const void *bias, void *dbias)
 {
-    if (e->dtype == PRNN_DTYPE_F32) return gates_bwd_f32(ctx, e, dP, da, db, P, bias);
-    if (e->dtype == PRNN_DTYPE_F64) return gates_bwd_f64(ctx, e, dP, da, db, P, bias);
+    if (e->dtype == PRNN_DTYPE_F32) return gates_bwd_f32(ctx, e, dP, da, db, P, bias, dbias);
+    if (e->dtype == PRNN_DTYPE_F64) return gates_bwd_f64(ctx, e, dP, da, db, P, bias, dbias);
     return PRNN_ERR_UNSUPPORTED;
 }
 
@@ -260,17 +260,17 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
     for (int64_t r = 0; r < B * T; r++) {
         if (r % T >= row_len(e, r / T)) continue;
         const REAL *p = P + r * GH;
-        REAL *pa = a + r * H, *pb = b + r * H;
+        REAL *pa = a + r * H, *pb = b ? b + r * H : NULL; /* NULL: a alone */
         switch (e->type) {
         case PRNN_CELL_MINGRU:
             for (int64_t j = 0; j < H; j++) {
                 const REAL k = PV(0), n = PV(1);
                 if (lg) {
                     pa[j] = -FN(softplus)(k);
-                    pb[j] = -FN(softplus)(-k) + FN(loggpos)(n);
+                    if (pb) pb[j] = -FN(softplus)(-k) + FN(loggpos)(n);
                 } else {
                     pa[j] = FN(sig)(-k);
-                    pb[j] = FN(sig)(k) * FN(gpos)(n);
+                    if (pb) pb[j] = FN(sig)(k) * FN(gpos)(n);
                 }
             }
             break;
@@ -282,10 +282,10 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                 const REAL diff = FN(softplus)(-f) - FN(softplus)(-i);
                 if (lg) {
                     pa[j] = -FN(softplus)(diff);
-                    pb[j] = -FN(softplus)(-diff) + FN(loggpos)(n);
+                    if (pb) pb[j] = -FN(softplus)(-diff) + FN(loggpos)(n);
                 } else {
                     pa[j] = FN(sig)(-diff);
-                    pb[j] = FN(sig)(diff) * FN(gpos)(n);
+                    if (pb) pb[j] = FN(sig)(diff) * FN(gpos)(n);
                 }
             }
             break;
@@ -294,14 +294,14 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                 const REAL z = PV(0), f = PV(1);
                 const REAL in = e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : FN(sig)(-f);
                 pa[j] = FN(sig)(f);
-                pb[j] = in * (REAL)tanh(z);
+                if (pb) pb[j] = in * (REAL)tanh(z);
             }
             break;
         case PRNN_CELL_SRU:
             for (int64_t j = 0; j < H; j++) {
                 const REAL u = PV(0), f = PV(1);
                 pa[j] = FN(sig)(f);
-                pb[j] = FN(sig)(-f) * u;
+                if (pb) pb[j] = FN(sig)(-f) * u;
             }
             break;
         case PRNN_CELL_GILR_LSTM:
@@ -309,11 +309,11 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                 if (sur) {
                     const REAL g = PV(0), jj = PV(1);
                     pa[j] = FN(sig)(g);
-                    pb[j] = FN(sig)(-g) * (REAL)tanh(jj);
+                    if (pb) pb[j] = FN(sig)(-g) * (REAL)tanh(jj);
                 } else {
                     const REAL f = PV(2), i = PV(3), z = PV(5);
                     pa[j] = FN(sig)(f);
-                    pb[j] = FN(sig)(i) * (REAL)tanh(z);
+                    if (pb) pb[j] = FN(sig)(i) * (REAL)tanh(z);
                 }
             }
             break;
@@ -411,8 +411,12 @@ static prnn_status FN(out_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdc, void 
     return PRNN_OK;
 }
 
+static prnn_status FN(colsum_add)(prnn_ctx *ctx, int64_t rows, int64_t n, void *vdst,
+                                  const void *vsrc, int64_t ld);
+
 static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, const void *vda,
-                                 const void *vdb, const void *vP, const void *vbias)
+                                 const void *vdb, const void *vP, const void *vbias,
+                                 void *vdbias)
 {
     REAL *dP = vdP;
     const REAL *da = vda, *db = vdb, *P = vP, *bias = vbias;
@@ -515,6 +519,12 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             break;
         default: break;
         }
+    }
+    /* the bias gradients of the groups written above */
+    for (int k = 0; vdbias && k < ng; k++) {
+        prnn_status st = FN(colsum_add)(ctx, B * T, H, (REAL *)vdbias + groups[k] * H,
+                                        dP + groups[k] * H, GH);
+        if (st != PRNN_OK) return st;
     }
     return PRNN_OK;
 }

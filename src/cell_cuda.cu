@@ -37,7 +37,7 @@
  * run these kernels too. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
-    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
 #endif
 
 using namespace prnn_cuda;
@@ -448,10 +448,12 @@ template <int VEC> __device__ __forceinline__ void fill(float (&v)[VEC], float x
 /* Gates and outputs                                                        */
 
 /* a, b at every step (values past a row's length are unspecified, so the
- * kernel does not look at lengths). */
-template <typename T, int VEC, int K>
+ * kernel does not look at lengths). WB false: a alone; the loads and math
+ * only b needs are then dead code, and the compiler drops them. */
+template <typename T, int VEC, int K, bool WB = true>
 __global__ void __launch_bounds__(kBlock) gates_fwd_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t r = q.b * p.w.T + q.t, col = q.c * VEC;
@@ -463,43 +465,116 @@ __global__ void __launch_bounds__(kBlock) gates_fwd_kernel(const ew_args p)
 #pragma unroll
         for (int k = 0; k < VEC; k++) gate_fwd<K>(v0[k], v1[k], v2[k], a[k], b[k]);
         store_vec<T, VEC>(p.a, r * p.H + col, a);
-        store_vec<T, VEC>(p.b, r * p.H + col, b);
+        if constexpr (WB) store_vec<T, VEC>(p.b, r * p.H + col, b);
     }
+}
+
+/* The gate groups' dP at (row r = b*T + t, col), written and returned in
+ * d0..d2 (zero past the row's length). */
+template <typename T, int VEC, int K>
+__device__ __forceinline__ void gates_bwd_at(const ew_args &p, int64_t b, int64_t t, int64_t col,
+                                             float (&d0)[VEC], float (&d1)[VEC], float (&d2)[VEC])
+{
+    const int64_t r = b * p.w.T + t;
+    if (t < row_len(p.lengths, b, p.w.T)) {
+        float v0[VEC], v1[VEC], v2[VEC], da[VEC], db[VEC];
+        load_group<T, VEC>(p, r, p.g0, col, v0);
+        load_group<T, VEC>(p, r, p.g1, col, v1);
+        if constexpr (gate_groups(K) > 2) load_group<T, VEC>(p, r, p.g2, col, v2);
+        else fill(v2, 0.0f);
+        load_vec<T, VEC>(p.da, r * p.H + col, da);
+        load_vec<T, VEC>(p.db, r * p.H + col, db);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            gate_bwd<K>(v0[k], v1[k], v2[k], da[k], db[k], d0[k], d1[k], d2[k]);
+    } else {
+        fill(d0, 0.0f);
+        fill(d1, 0.0f);
+        fill(d2, 0.0f);
+    }
+    const int64_t o = r * p.ldP + col;
+    store_vec<T, VEC>(p.dP, o + (int64_t)p.g0 * p.H, d0);
+    store_vec<T, VEC>(p.dP, o + (int64_t)p.g1 * p.H, d1);
+    if constexpr (gate_groups(K) > 2) store_vec<T, VEC>(p.dP, o + (int64_t)p.g2 * p.H, d2);
 }
 
 template <typename T, int VEC, int K>
 __global__ void __launch_bounds__(kBlock) gates_bwd_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
-        const int64_t r = q.b * p.w.T + q.t, col = q.c * VEC;
         float d0[VEC], d1[VEC], d2[VEC];
-        if (q.t < row_len(p.lengths, q.b, p.w.T)) {
-            float v0[VEC], v1[VEC], v2[VEC], da[VEC], db[VEC];
-            load_group<T, VEC>(p, r, p.g0, col, v0);
-            load_group<T, VEC>(p, r, p.g1, col, v1);
-            if constexpr (gate_groups(K) > 2) load_group<T, VEC>(p, r, p.g2, col, v2);
-            else fill(v2, 0.0f);
-            load_vec<T, VEC>(p.da, r * p.H + col, da);
-            load_vec<T, VEC>(p.db, r * p.H + col, db);
+        gates_bwd_at<T, VEC, K>(p, q.b, q.t, q.c * VEC, d0, d1, d2);
+    }
+}
+
+/*
+ * Gates backward with the bias gradients' partial sums, in one pass: block
+ * = kSumX column threads x kSumY row threads (as colsum_kernel); a thread
+ * keeps its VEC columns and walks the rows y, y + gridDim.y * kSumY, ...
+ * (p.w.st, p.w.sb: that stride as steps mod T and rows), adding up the dP
+ * it writes (fp32, before any rounding to the storage type); the block
+ * adds its kSumY partial rows in shared memory and writes them to part
+ * (gridDim.y, ng * H), the groups in order v0, v1, v2, for colsum_finish.
+ */
+constexpr int kSumX = 32, kSumY = 8;
+
+template <typename T, int VEC, int K>
+__global__ void __launch_bounds__(kSumX *kSumY) gates_bwd_sum_kernel(const ew_args p, float *part)
+{
+    grid_dep_begin();
+    constexpr int NG = gate_groups(K);
+    __shared__ float red[kSumY][NG * VEC][kSumX];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t cv = (int64_t)blockIdx.x * kSumX + tx, col = cv * VEC;
+    float s0[VEC], s1[VEC], s2[VEC];
+    fill(s0, 0.0f);
+    fill(s1, 0.0f);
+    fill(s2, 0.0f);
+    if (cv < p.w.nv) {
+        const int64_t r0 = (int64_t)blockIdx.y * kSumY + ty;
+        int64_t b = r0 / p.w.T, t = r0 - b * p.w.T;
+        for (; b < p.w.B;) {
+            float d0[VEC], d1[VEC], d2[VEC];
+            gates_bwd_at<T, VEC, K>(p, b, t, col, d0, d1, d2);
 #pragma unroll
-            for (int k = 0; k < VEC; k++)
-                gate_bwd<K>(v0[k], v1[k], v2[k], da[k], db[k], d0[k], d1[k], d2[k]);
-        } else {
-            fill(d0, 0.0f);
-            fill(d1, 0.0f);
-            fill(d2, 0.0f);
+            for (int k = 0; k < VEC; k++) {
+                s0[k] += d0[k];
+                s1[k] += d1[k];
+                s2[k] += d2[k];
+            }
+            t += p.w.st;
+            b += p.w.sb;
+            if (t >= p.w.T) {
+                t -= p.w.T;
+                b++;
+            }
         }
-        const int64_t o = r * p.ldP + col;
-        store_vec<T, VEC>(p.dP, o + (int64_t)p.g0 * p.H, d0);
-        store_vec<T, VEC>(p.dP, o + (int64_t)p.g1 * p.H, d1);
-        if constexpr (gate_groups(K) > 2) store_vec<T, VEC>(p.dP, o + (int64_t)p.g2 * p.H, d2);
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; k++) {
+        red[ty][k][tx] = s0[k];
+        red[ty][VEC + k][tx] = s1[k];
+        if constexpr (NG > 2) red[ty][2 * VEC + k][tx] = s2[k];
+    }
+    __syncthreads();
+    if (ty == 0 && cv < p.w.nv) {
+        float *out = part + (int64_t)blockIdx.y * NG * p.H + col;
+#pragma unroll
+        for (int j = 0; j < NG * VEC; j++) {
+            float v = red[0][j][tx];
+#pragma unroll
+            for (int y = 1; y < kSumY; y++) v += red[y][j][tx];
+            out[(int64_t)(j / VEC) * p.H + j % VEC] = v;
+        }
     }
 }
 
 template <typename T, int VEC, int K>
 __global__ void __launch_bounds__(kBlock) out_fwd_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t r = q.b * p.w.T + q.t, col = q.c * VEC;
@@ -540,6 +615,7 @@ __global__ void __launch_bounds__(kBlock) out_fwd_kernel(const ew_args p)
 template <typename T, int VEC, int K>
 __global__ void __launch_bounds__(kBlock) out_bwd_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t r = q.b * p.w.T + q.t, col = q.c * VEC;
@@ -620,6 +696,7 @@ __global__ void __launch_bounds__(kBlock) logscan_fwd_kernel(void *lout, float *
                                                              const int64_t *lengths, int64_t B,
                                                              int64_t T_, int64_t H, int reverse)
 {
+    grid_dep_begin();
     constexpr int U = 8;
     const int64_t lanes = B * H, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < lanes; idx += stride) {
@@ -659,6 +736,7 @@ __global__ void __launch_bounds__(kBlock) logscan_fwd_kernel(void *lout, float *
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kBlock) logscan_w_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t row = q.b * p.w.T, col = q.c * VEC, i = (row + q.t) * p.H + col;
@@ -692,6 +770,7 @@ __global__ void __launch_bounds__(kBlock) logscan_w_kernel(const ew_args p)
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kBlock) logscan_bwd_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t row = q.b * p.w.T, col = q.c * VEC, i = (row + q.t) * p.H + col;
@@ -737,6 +816,7 @@ __global__ void __launch_bounds__(kBlock) logscan_bwd_kernel(const ew_args p)
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kBlock) shift_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t row = q.b * p.w.T, col = q.c * VEC;
@@ -765,6 +845,7 @@ __global__ void __launch_bounds__(kBlock) shift_kernel(const ew_args p)
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kBlock) unshift_add_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t row = q.b * p.w.T, col = q.c * VEC;
@@ -796,6 +877,7 @@ __global__ void __launch_bounds__(kBlock) unshift_add_kernel(const ew_args p)
 template <typename T>
 __global__ void __launch_bounds__(kBlock) last_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         const int64_t L = row_len(p.lengths, q.b, p.steps);
@@ -819,6 +901,7 @@ __global__ void __launch_bounds__(kBlock) last_kernel(const ew_args p)
 __global__ void __launch_bounds__(kBlock) state_map_kernel(float *dst, const float *src,
                                                            const float *aux, int op, int64_t n)
 {
+    grid_dep_begin();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float v = src[i];
@@ -838,6 +921,7 @@ __global__ void __launch_bounds__(kBlock) state_map_kernel(float *dst, const flo
 template <typename T, int DIR>
 __global__ void __launch_bounds__(kBlock) convert_kernel(const ew_args p)
 {
+    grid_dep_begin();
     pos q;
     for (walk_first(p.w, q); q.b < p.w.B; walk_next(p.w, q)) {
         float v[1];
@@ -860,12 +944,11 @@ __global__ void __launch_bounds__(kBlock) convert_kernel(const ew_args p)
  * the same bits on every run. gridDim.y is chosen so that the grid fills
  * the GPU even when n is small and rows are millions.
  */
-constexpr int kSumX = 32, kSumY = 8;
-
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *part_out, const void *src,
                                                               int64_t rows, int64_t n, int64_t ld)
 {
+    grid_dep_begin();
     __shared__ float part[kSumY][VEC][kSumX];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t col = ((int64_t)blockIdx.x * kSumX + tx) * VEC;
@@ -904,7 +987,15 @@ __global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *part_out, c
     }
 }
 
-/* dst[c] += sum over g of part[g][c]: kSumX columns a block and kFinY
+/* Where column c of the partial rows goes: dst[g[c / width] * width +
+ * c % width] (the gate groups of gates_bwd_sum_kernel; one run of width n
+ * for colsum_kernel). */
+struct col_map {
+    int64_t width;
+    int g[3];
+};
+
+/* dst[map(c)] += sum over g of part[g][c]: kSumX columns a block and kFinY
  * lanes per column, lane y summing groups y, y + kFinY, ... into 4
  * accumulators (loads in flight: one serial chain over all groups took
  * ~34 us for 264 groups x 2048 columns on an H200, most of a column sum),
@@ -912,8 +1003,10 @@ __global__ void __launch_bounds__(kSumX *kSumY) colsum_kernel(float *part_out, c
  * bits on every run. */
 constexpr int kFinY = 32;
 __global__ void __launch_bounds__(kSumX *kFinY) colsum_finish_kernel(float *dst, const float *part,
-                                                                    int64_t groups, int64_t n)
+                                                                    int64_t groups, int64_t n,
+                                                                    const col_map m)
 {
+    grid_dep_begin();
     __shared__ float lane_sum[kFinY][kSumX];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t c = (int64_t)blockIdx.x * kSumX + tx;
@@ -933,7 +1026,8 @@ __global__ void __launch_bounds__(kSumX *kFinY) colsum_finish_kernel(float *dst,
     if (ty == 0 && c < n) {
         float sum = lane_sum[0][tx];
         for (int y = 1; y < kFinY; y++) sum += lane_sum[y][tx];
-        dst[c] += sum;
+        const int64_t k = c / m.width;
+        dst[m.g[k] * m.width + (c - k * m.width)] += sum;
     }
 }
 
@@ -943,6 +1037,7 @@ __global__ void __launch_bounds__(kBlock) copy2d_kernel(unsigned char *dst, int6
                                                         const unsigned char *src, int64_t spitch,
                                                         int64_t width, int64_t rows)
 {
+    grid_dep_begin();
     const int64_t n = width * rows, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int64_t r = i / width, c = i - r * width;
@@ -977,6 +1072,50 @@ template <typename T, int VEC> ew_kernel pick_gates_bwd(int k)
     case GK_FORGET: return gates_bwd_kernel<T, VEC, GK_FORGET>;
     case GK_IFO: return gates_bwd_kernel<T, VEC, GK_IFO>;
     case GK_SRU: return gates_bwd_kernel<T, VEC, GK_SRU>;
+    default: return nullptr;
+    }
+}
+
+template <typename T, int VEC> ew_kernel pick_gates_a(int k)
+{
+    switch (k) {
+    case GK_MINGRU: return gates_fwd_kernel<T, VEC, GK_MINGRU, false>;
+    case GK_MINGRU_LOG: return gates_fwd_kernel<T, VEC, GK_MINGRU_LOG, false>;
+    case GK_MINLSTM: return gates_fwd_kernel<T, VEC, GK_MINLSTM, false>;
+    case GK_MINLSTM_LOG: return gates_fwd_kernel<T, VEC, GK_MINLSTM_LOG, false>;
+    case GK_FORGET: return gates_fwd_kernel<T, VEC, GK_FORGET, false>;
+    case GK_IFO: return gates_fwd_kernel<T, VEC, GK_IFO, false>;
+    case GK_SRU: return gates_fwd_kernel<T, VEC, GK_SRU, false>;
+    default: return nullptr;
+    }
+}
+
+typedef void (*gsum_kernel)(const ew_args, float *);
+
+template <typename T, int VEC> gsum_kernel pick_gates_bwd_sum(int k)
+{
+    switch (k) {
+    case GK_MINGRU: return gates_bwd_sum_kernel<T, VEC, GK_MINGRU>;
+    case GK_MINGRU_LOG: return gates_bwd_sum_kernel<T, VEC, GK_MINGRU_LOG>;
+    case GK_MINLSTM: return gates_bwd_sum_kernel<T, VEC, GK_MINLSTM>;
+    case GK_MINLSTM_LOG: return gates_bwd_sum_kernel<T, VEC, GK_MINLSTM_LOG>;
+    case GK_FORGET: return gates_bwd_sum_kernel<T, VEC, GK_FORGET>;
+    case GK_IFO: return gates_bwd_sum_kernel<T, VEC, GK_IFO>;
+    case GK_SRU: return gates_bwd_sum_kernel<T, VEC, GK_SRU>;
+    default: return nullptr;
+    }
+}
+
+gsum_kernel pick_gates_bwd_sum(prnn_dtype dt, int kind, bool vec)
+{
+    switch (dt) {
+    case PRNN_DTYPE_F32:
+        return vec ? pick_gates_bwd_sum<float, 4>(kind) : pick_gates_bwd_sum<float, 1>(kind);
+    case PRNN_DTYPE_BF16:
+        return vec ? pick_gates_bwd_sum<__nv_bfloat16, 8>(kind)
+                   : pick_gates_bwd_sum<__nv_bfloat16, 1>(kind);
+    case PRNN_DTYPE_F16:
+        return vec ? pick_gates_bwd_sum<__half, 8>(kind) : pick_gates_bwd_sum<__half, 1>(kind);
     default: return nullptr;
     }
 }
@@ -1023,6 +1162,7 @@ template <typename T, int VEC> ew_kernel pick_logscan_bwd(int) { return logscan_
         }                                                                                    \
     }
 PICK_TYPED(pick_gates_fwd)
+PICK_TYPED(pick_gates_a)
 PICK_TYPED(pick_gates_bwd)
 PICK_TYPED(pick_out_fwd)
 PICK_TYPED(pick_out_bwd)
@@ -1108,6 +1248,34 @@ ew_args args_of(const cell_ew *e, const cell_kinds &m)
     return p;
 }
 
+/* Grid of a column-sum walk (colsum_kernel, gates_bwd_sum_kernel) over nv
+ * column vectors and `rows` rows: per_sm blocks per SM, never more than
+ * there are row groups. */
+bool sum_grid(prnn_ctx *ctx, int64_t nv, int64_t rows, int per_sm, dim3 *grid)
+{
+    const int64_t gx = (nv + kSumX - 1) / kSumX;
+    if (gx > INT32_MAX) return false;
+    int64_t gy = (int64_t)sm_count(ctx) * per_sm / gx;
+    const int64_t row_groups = (rows + kSumY - 1) / kSumY;
+    if (gy > row_groups) gy = row_groups;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    *grid = dim3((unsigned)gx, (unsigned)gy);
+    return true;
+}
+
+/* dst[m(c)] += the sum of the `groups` partial rows of part (groups, n). */
+prnn_status colsum_finish(prnn_ctx *ctx, float *dst, const float *part, int64_t groups, int64_t n,
+                          const col_map &m)
+{
+    const int64_t fb = (n + kSumX - 1) / kSumX;
+    if (fb > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
+    PRNN_LAUNCH(colsum_finish_kernel, (unsigned)fb, dim3(kSumX, kFinY), stream_of(ctx), dst, part,
+                groups, n, m);
+    PRNN_CU_LAUNCHED();
+    return PRNN_OK;
+}
+
 #define CELL_GUARD(ctx)                                                                      \
     device_guard guard_(prnn_cuda_device_of(ctx));                                           \
     if (guard_.err != cudaSuccess) return map_cuda_error(guard_.err)
@@ -1164,13 +1332,14 @@ extern "C" prnn_status prnn_cuda_cell_gates_fwd(prnn_ctx *ctx, const cell_ew *e,
     p.b = b;
     const int64_t V = vec_width(e->dtype);
     const bool vec = e->H % V == 0 && aligned16(P) && aligned16(bias) && aligned16(a) && aligned16(b);
-    return run_ew(ctx, pick_gates_fwd_typed(e->dtype, m.gate, vec), p, e->B, e->T, e->H,
-                  vec ? V : 1);
+    const ew_kernel k = b ? pick_gates_fwd_typed(e->dtype, m.gate, vec)
+                          : pick_gates_a_typed(e->dtype, m.gate, vec);
+    return run_ew(ctx, k, p, e->B, e->T, e->H, vec ? V : 1);
 }
 
 extern "C" prnn_status prnn_cuda_cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e, void *dP,
                                                 const void *da, const void *db, const void *P,
-                                                const void *bias)
+                                                const void *bias, void *dbias)
 {
     cell_kinds m;
     if (!map_of(e, &m)) return PRNN_ERR_INVALID_ARGUMENT;
@@ -1185,8 +1354,29 @@ extern "C" prnn_status prnn_cuda_cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e,
     const int64_t V = vec_width(e->dtype);
     const bool vec = e->H % V == 0 && aligned16(P) && aligned16(bias) && aligned16(da) &&
                      aligned16(db) && aligned16(dP);
-    return run_ew(ctx, pick_gates_bwd_typed(e->dtype, m.gate, vec), p, e->B, e->T, e->H,
-                  vec ? V : 1);
+    if (!dbias)
+        return run_ew(ctx, pick_gates_bwd_typed(e->dtype, m.gate, vec), p, e->B, e->T, e->H,
+                      vec ? V : 1);
+    /* with the bias gradients: the column-sum walk, then the partial rows' sum */
+    if (e->B <= 0 || e->T <= 0 || e->H <= 0) return PRNN_OK;
+    const gsum_kernel k = pick_gates_bwd_sum(e->dtype, m.gate, vec);
+    if (!k) return PRNN_ERR_UNSUPPORTED;
+    const int64_t nv = vec ? e->H / V : e->H, rows = e->B * e->T;
+    /* one wave of the blocks that fit at once: every thread walks about as
+     * many rows as any other */
+    int per_sm = 0;
+    PRNN_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kSumX * kSumY, 0));
+    dim3 grid;
+    if (!sum_grid(ctx, nv, rows, per_sm > 0 ? per_sm : 1, &grid)) return PRNN_ERR_UNSUPPORTED;
+    const int64_t step = (int64_t)grid.y * kSumY, ng = gate_groups(m.gate);
+    p.w = walk{e->B, e->T, nv, 0, step % e->T, step / e->T};
+    float *part = static_cast<float *>(
+        prnn_cuda_aux(ctx, PRNN_AUX_CELL_COLSUM, (size_t)(grid.y * ng * e->H) * sizeof(float)));
+    if (!part) return PRNN_ERR_OUT_OF_MEMORY;
+    PRNN_LAUNCH(k, grid, dim3(kSumX, kSumY), stream_of(ctx), p, part);
+    PRNN_CU_LAUNCHED();
+    return colsum_finish(ctx, static_cast<float *>(dbias), part, grid.y, ng * e->H,
+                         col_map{e->H, {m.g0, m.g1, m.g2}});
 }
 
 extern "C" prnn_status prnn_cuda_cell_out_fwd(prnn_ctx *ctx, const cell_ew *e, void *y,
@@ -1332,29 +1522,17 @@ extern "C" prnn_status prnn_cuda_cell_colsum_add(prnn_ctx *ctx, prnn_dtype dtype
     const int64_t V = vec_width(dtype);
     const bool vec = n % V == 0 && ld % V == 0 && aligned16(src);
     const int64_t nv = vec ? n / V : n;
-    const int64_t gx = (nv + kSumX - 1) / kSumX;
-    if (gx > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
-    /* Enough blocks to fill the GPU, never more than there are row groups. */
-    int64_t gy = (int64_t)sm_count(ctx) * kBlocksPerSM * 2 / gx;
-    const int64_t row_groups = (rows + kSumY - 1) / kSumY;
-    if (gy > row_groups) gy = row_groups;
-    if (gy > 65535) gy = 65535;
-    if (gy < 1) gy = 1;
-    const dim3 grid((unsigned)gx, (unsigned)gy), block(kSumX, kSumY);
+    dim3 grid;
+    if (!sum_grid(ctx, nv, rows, 2 * kBlocksPerSM, &grid)) return PRNN_ERR_UNSUPPORTED;
     auto *k = vec ? colsum_kernel<float, 4> : colsum_kernel<float, 1>;
     if (dtype == PRNN_DTYPE_BF16) k = vec ? colsum_kernel<__nv_bfloat16, 8> : colsum_kernel<__nv_bfloat16, 1>;
     else if (dtype == PRNN_DTYPE_F16) k = vec ? colsum_kernel<__half, 8> : colsum_kernel<__half, 1>;
     float *part = static_cast<float *>(
-        prnn_cuda_aux(ctx, PRNN_AUX_CELL_COLSUM, (size_t)(gy * n) * sizeof(float)));
+        prnn_cuda_aux(ctx, PRNN_AUX_CELL_COLSUM, (size_t)(grid.y * n) * sizeof(float)));
     if (!part) return PRNN_ERR_OUT_OF_MEMORY;
-    PRNN_LAUNCH(k, grid, block, stream_of(ctx), part, src, rows, n, ld);
+    PRNN_LAUNCH(k, grid, dim3(kSumX, kSumY), stream_of(ctx), part, src, rows, n, ld);
     PRNN_CU_LAUNCHED();
-    const int64_t fb = (n + kSumX - 1) / kSumX;
-    if (fb > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
-    PRNN_LAUNCH(colsum_finish_kernel, (unsigned)fb, dim3(kSumX, kFinY), stream_of(ctx),
-                static_cast<float *>(dst), part, gy, n);
-    PRNN_CU_LAUNCHED();
-    return PRNN_OK;
+    return colsum_finish(ctx, static_cast<float *>(dst), part, grid.y, n, col_map{n, {0, 0, 0}});
 }
 
 extern "C" prnn_status prnn_cuda_cell_copy2d(prnn_ctx *ctx, void *dst, int64_t dpitch,

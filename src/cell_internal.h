@@ -50,7 +50,9 @@ typedef struct cell_ew {
 /*
  * Gates forward: a, b (B, T, H) dtype from P (B, T, G*H) dtype and bias
  * (G*H) dtype or NULL (added to P before any activation). In log space a and
- * b hold log a and log b. Values past a row's length are unspecified.
+ * b hold log a and log b. Values past a row's length are unspecified. b may
+ * be NULL: then only a is computed, reading only the groups a depends on
+ * (the backward's recompute, where the scan's backward needs a alone).
  */
 prnn_status cell_gates_fwd(prnn_ctx *ctx, const cell_ew *e, void *a, void *b,
                            const void *P, const void *bias);
@@ -80,10 +82,13 @@ prnn_status cell_out_bwd(prnn_ctx *ctx, const cell_ew *e, void *dc, void *dP, vo
 /*
  * Gates backward: the gate groups of dP (those gates_fwd reads) from da, db
  * (B, T, H) dtype, the gradients with respect to a and b (log a and log b in
- * log space). Zero past a row's length.
+ * log space). Zero past a row's length. dbias (G*H) acc, or NULL: the bias
+ * gradients of those groups, dbias[group] += the sum of the group's dP over
+ * all B*T rows (in the same pass; CUDA sums the values before their rounding
+ * to a 16-bit dtype). Columns of other groups are untouched.
  */
 prnn_status cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e, void *dP, const void *da,
-                           const void *db, const void *P, const void *bias);
+                           const void *db, const void *P, const void *bias, void *dbias);
 
 /*
  * Log-space scan forward: l_t = logaddexp(la_t + l_{t-1}, lb_t), l (B, T, H)
@@ -193,7 +198,7 @@ prnn_status cell_last(prnn_ctx *ctx, const cell_ew *e, int dir, int64_t n, void 
                            const void *, int64_t, const void *, const void *,          \
                            const void *, const void *);                                 \
     prnn_status P##gates_bwd(prnn_ctx *, const cell_ew *, void *, const void *,         \
-                             const void *, const void *, const void *);                \
+                             const void *, const void *, const void *, void *);        \
     prnn_status P##logscan_fwd(prnn_ctx *, const cell_ew *, void *, void *,             \
                                const void *, const void *, const void *);              \
     prnn_status P##logscan_w(prnn_ctx *, const cell_ew *, void *, const void *,         \

@@ -1,12 +1,15 @@
 /*
  * cuda_common.cuh - what the CUDA translation units share: mapping CUDA
- * errors to prnn_status, the early-return check macros, and the guard that
- * makes the context's device current for a scope.
+ * errors to prnn_status, the early-return check macros, the guard that
+ * makes the context's device current for a scope, and dependent launches.
  */
 #ifndef PRNN_CUDA_COMMON_CUH
 #define PRNN_CUDA_COMMON_CUH
 
 #include <cuda_runtime.h>
+
+#include <atomic>
+#include <utility>
 
 #include "prnn_internal.h"
 
@@ -41,6 +44,79 @@ struct device_guard {
     device_guard(const device_guard &) = delete;
     device_guard &operator=(const device_guard &) = delete;
 };
+
+/*
+ * Programmatic dependent launch (sm_90 and later). Every kernel of the scan
+ * and the cell layers begins with grid_dep_begin(): it waits until the
+ * grids it depends on (the stream's earlier kernels) have completed and
+ * their writes are visible, then lets the stream's next kernel be
+ * scheduled at once. launch() marks each launch as allowed to start that
+ * early, so the next kernel's blocks take the SM slots this grid frees and
+ * wait in their own grid_dep_begin: a chain of dependent kernels (a cell
+ * layer's passes) does not pay a launch gap between each pair. A kernel
+ * launched this way must call grid_dep_begin first, in every block, before
+ * it reads or writes global memory. Below sm_90 the instructions are
+ * absent and launch() launches plainly. PRNN_PDL=0 turns it off.
+ */
+#ifndef PRNN_PDL
+#define PRNN_PDL 1
+#endif
+
+__device__ __forceinline__ void grid_dep_begin()
+{
+#if PRNN_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+#ifndef PRNN_CUDA_SIM
+/* Whether the current device runs dependent launches (compute 9.0+),
+ * looked up once per device. */
+inline bool pdl_device()
+{
+    static std::atomic<int> known[64]; /* 0 not yet, 1 yes, 2 no */
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= 64) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int k = known[d].load(std::memory_order_relaxed);
+    if (k == 0) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess)
+            (void)cudaGetLastError();
+        k = major >= 9 ? 1 : 2;
+        known[d].store(k, std::memory_order_relaxed);
+    }
+    return k == 1;
+}
+
+/* kernel<<<grid, block, smem, stream>>>(args...), as a dependent launch
+ * where the device has them. Errors surface through cudaGetLastError(). */
+template <typename... P, typename... A>
+inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   A &&...args)
+{
+#if PRNN_PDL
+    if (pdl_device()) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+        return;
+    }
+#endif
+    kernel<<<grid, block, smem, stream>>>(std::forward<A>(args)...);
+}
+#endif
 
 } // namespace prnn_cuda
 

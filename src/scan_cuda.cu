@@ -48,9 +48,9 @@
  * (dev/cuda/sim) can run these same kernels on a machine without a GPU. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
-    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
 #define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)              \
-    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), (smem), (stream), __VA_ARGS__)
 #endif
 
 #ifdef DEBUG_MERGE
@@ -210,6 +210,7 @@ namespace {
 template <typename T, bool BWD>
 __global__ void __launch_bounds__(kThreads) serial_scan_kernel(const scan_params p)
 {
+    grid_dep_begin();
     constexpr int U = 8; /* steps loaded ahead: independent loads in flight */
     const int64_t idx = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (idx >= p.B * p.H) return;
@@ -532,6 +533,7 @@ __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t ch
 template <typename T, int VEC, bool BWD, int SB, int MB>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
+    grid_dep_begin();
     constexpr int S = chunk_steps<VEC, SB>();
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
     __shared__ __align__(16) float sB[kThreads * VEC];
@@ -826,6 +828,7 @@ struct striped_params {
 template <typename T, int VEC, bool BWD, int S, int MB, bool SEG, int SB>
 __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const striped_params sp)
 {
+    grid_dep_begin();
     constexpr int CL = stripe_cl<T, VEC, SB>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
     constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
@@ -1266,6 +1269,7 @@ struct tree_params {
 template <typename T, int VEC, bool BWD, bool APPLY>
 __global__ void __launch_bounds__(kThreads) tree_local_kernel(const tree_params tp)
 {
+    grid_dep_begin();
     const scan_params &p = tp.s;
     const int TX = 1 << tp.lg_tx, TY = kThreads >> tp.lg_tx;
     const int tx = threadIdx.x & (TX - 1), ty = threadIdx.x >> tp.lg_tx;
@@ -1334,6 +1338,7 @@ __global__ void __launch_bounds__(kThreads)
                       float *__restrict__ SA_up, float *__restrict__ SB_up,
                       int64_t n, int64_t n_up, int64_t B, int64_t H, int64_t ntiles)
 {
+    grid_dep_begin();
     constexpr int HT = kThreads * VEC, PAD = 4;
     __shared__ __align__(16) float s[4][HT + PAD]; /* left A, left B, right A, right B */
     const int tid = threadIdx.x;
@@ -1385,6 +1390,7 @@ __global__ void __launch_bounds__(kThreads)
                      const float *__restrict__ s0, int64_t n, int64_t n_up, int64_t B,
                      int64_t H, int64_t ntiles)
 {
+    grid_dep_begin();
     constexpr int HT = kThreads * VEC;
     const int64_t i = blockIdx.x;
     for (int64_t r = blockIdx.y; r < B * ntiles; r += gridDim.y) {
