@@ -1199,12 +1199,20 @@ int sm_count(prnn_ctx *ctx)
     return n;
 }
 
-/* Grid for B * T * nv work items and the walk's split of its stride. */
-walk make_walk(prnn_ctx *ctx, int64_t B, int64_t T, int64_t nv, unsigned *grid)
+/* Grid for B * T * nv work items and the walk's split of its stride: at
+ * most the blocks of k that are resident at once (one wave, so that every
+ * block starts, and lets the next kernel be scheduled, at the start). */
+walk make_walk(prnn_ctx *ctx, ew_kernel k, int64_t B, int64_t T, int64_t nv, unsigned *grid)
 {
     const int64_t total = B * T * nv;
     int64_t blocks = (total + kBlock - 1) / kBlock;
-    const int64_t cap = (int64_t)sm_count(ctx) * kBlocksPerSM;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kBlock, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        per_sm = 0;
+    }
+    if (per_sm <= 0 || per_sm > kBlocksPerSM) per_sm = kBlocksPerSM;
+    const int64_t cap = (int64_t)sm_count(ctx) * per_sm;
     if (blocks > cap) blocks = cap;
     if (blocks < 1) blocks = 1;
     *grid = (unsigned)blocks;
@@ -1226,7 +1234,7 @@ prnn_status run_ew(prnn_ctx *ctx, ew_kernel k, ew_args &p, int64_t B, int64_t T,
     if (!k) return PRNN_ERR_UNSUPPORTED;
     if (B <= 0 || T <= 0 || n <= 0) return PRNN_OK;
     unsigned grid;
-    p.w = make_walk(ctx, B, T, n / vec, &grid);
+    p.w = make_walk(ctx, k, B, T, n / vec, &grid);
     PRNN_LAUNCH(k, grid, kBlock, stream_of(ctx), p);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
