@@ -32,7 +32,8 @@
  *   scan fwd    reads a, b, writes c          scan bwd  reads a, c, dc,
  *                                                       writes da, db
  *   out_fwd     reads c (+ o, or r and x), writes y
- *   out_bwd     reads dy (+ c, o / r, x, dx), writes dc (+ dP of o / r, dx)
+ *   out_bwd     reads dy (+ c, o / r, x, dx), writes dc (+ dP of o / r, dx);
+ *               none where y = c (minGRU, minLSTM): the scan reads dy
  *   gates_a     reads the groups a depends on, writes a
  *   gates_bwd   reads da, db and the gate groups of P, writes their dP (and
  *               adds their column sums to the bias gradients)
@@ -485,14 +486,17 @@ static void run_passes(config *c, pass_acc *acc)
         CUDA_CHECK(cudaMemsetAsync(c->dx, 0, (size_t)(c->BT * D) * c->es, c->s));
         pass(c, acc, "zero dx", 0, 1);
     }
-    PRNN_CHECK(prnn_cuda_cell_out_bwd(ctx, &e, c->dc, c->dP, c->sru ? c->dx : NULL, c->dy, H, c->c,
-                                      c->P_, bias, c->x));
-    if (c->sru) pass(c, acc, "out_bwd", 5, 3); /* dy c r x dx / dc dP_r dx */
-    else if (og) pass(c, acc, "out_bwd", 3, 2); /* dy c o / dc dP_o */
-    else pass(c, acc, "out_bwd", 1, 1);         /* dy / dc */
+    const void *dc = c->dy; /* y = c: the scan reads dy itself */
+    if (c->sru || og) {
+        PRNN_CHECK(prnn_cuda_cell_out_bwd(ctx, &e, c->dc, c->dP, c->sru ? c->dx : NULL, c->dy, H,
+                                          c->c, c->P_, bias, c->x));
+        if (c->sru) pass(c, acc, "out_bwd", 5, 3); /* dy c r x dx / dc dP_r dx */
+        else pass(c, acc, "out_bwd", 3, 2);        /* dy c o / dc dP_o */
+        dc = c->dc;
+    }
     PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &e, c->a, NULL, c->P_, bias));
     pass(c, acc, "gates_a", a_groups(c), 1);
-    PRNN_CHECK(prnn_scan_backward(ctx, &sd, c->da, c->db, NULL, c->a, c->c, NULL, c->dc, NULL));
+    PRNN_CHECK(prnn_scan_backward(ctx, &sd, c->da, c->db, NULL, c->a, c->c, NULL, dc, NULL));
     pass(c, acc, "scan_bwd", 3, 2);
     PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &e, c->dP, c->da, c->db, c->P_, bias, dbias));
     pass(c, acc, "gates_bwd", 2 + gg, gg);

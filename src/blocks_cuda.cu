@@ -41,7 +41,7 @@
  * (dev/cuda/sim) can run these kernels too. */
 #ifndef PRNN_LAUNCH
 #define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
-    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
 #endif
 
 using namespace prnn_cuda;
@@ -143,6 +143,7 @@ __global__ void embedding_fwd_kernel(T *__restrict__ y, int32_t *bad,
                                      const int32_t *__restrict__ ids,
                                      const T *__restrict__ table, int64_t N, int64_t V, int64_t D)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < N * D; i += grid_threads()) {
         const int64_t n = i / D, d = i - n * D;
         const int32_t id = ids[n];
@@ -159,6 +160,7 @@ template <typename T>
 __global__ void embedding_bwd_kernel(float *dtable, const int32_t *__restrict__ ids,
                                      const T *__restrict__ dy, int64_t N, int64_t V, int64_t D)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < N * D; i += grid_threads()) {
         const int64_t n = i / D, d = i - n * D;
         const int32_t id = ids[n];
@@ -174,6 +176,7 @@ __global__ void embedding_bwd_part_kernel(float *__restrict__ part, const int32_
                                           const T *__restrict__ dy, int64_t N, int64_t V,
                                           int64_t D, int64_t R)
 {
+    grid_dep_begin();
     const int64_t c = blockIdx.x, d = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
     if (d >= D) return;
     float *pc = part + c * V * D;
@@ -189,6 +192,7 @@ __global__ void embedding_bwd_part_kernel(float *__restrict__ part, const int32_
 __global__ void embedding_bwd_finish_kernel(float *dtable, const float *__restrict__ part,
                                             int64_t C, int64_t VD)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < VD; i += grid_threads()) {
         float s = 0.0f;
         for (int64_t c = 0; c < C; c++) s += part[c * VD + i];
@@ -203,6 +207,7 @@ template <typename T>
 __global__ void rows_fill_kernel(T *__restrict__ y, const T *__restrict__ row, int64_t N,
                                  int64_t O)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < N * O; i += grid_threads()) y[i] = row[i % O];
 }
 
@@ -223,6 +228,7 @@ __global__ void colsum_partial_kernel(float *__restrict__ p0, float *__restrict_
                                       const float *__restrict__ rstd, int64_t N, int64_t D,
                                       int64_t R)
 {
+    grid_dep_begin();
     const int64_t d = global_tid();
     if (d >= D) return;
     const int64_t g = blockIdx.y, n0 = g * R, n1 = n0 + R < N ? n0 + R : N;
@@ -246,6 +252,7 @@ __global__ void colsum_final_kernel(float *__restrict__ dst0, float *__restrict_
                                     const float *__restrict__ p0, const float *__restrict__ p1,
                                     int64_t G, int64_t D)
 {
+    grid_dep_begin();
     const int64_t d = global_tid();
     if (d >= D) return;
     float s0 = 0.f, s1 = 0.f;
@@ -301,6 +308,7 @@ __global__ void rmsnorm_fwd_kernel(T *__restrict__ y, float *__restrict__ rstd,
                                    const T *__restrict__ x, const T *__restrict__ gain,
                                    int64_t N, int64_t D, float eps)
 {
+    grid_dep_begin();
     const int lane = threadIdx.x & 31;
     ROWS_PER_WARP_LOOP(n)
     {
@@ -324,6 +332,7 @@ __global__ void rmsnorm_bwd_kernel(T *__restrict__ dx, const T *__restrict__ dy,
                                    const T *__restrict__ x, const T *__restrict__ gain,
                                    const float *__restrict__ rstd, int64_t N, int64_t D)
 {
+    grid_dep_begin();
     const int lane = threadIdx.x & 31;
     ROWS_PER_WARP_LOOP(n)
     {
@@ -344,6 +353,7 @@ __global__ void layernorm_fwd_kernel(T *__restrict__ y, float *__restrict__ mean
                                      const T *__restrict__ gain, const T *__restrict__ bias,
                                      int64_t N, int64_t D, float eps)
 {
+    grid_dep_begin();
     const int lane = threadIdx.x & 31;
     ROWS_PER_WARP_LOOP(n)
     {
@@ -377,6 +387,7 @@ __global__ void layernorm_bwd_kernel(T *__restrict__ dx, const T *__restrict__ d
                                      const float *__restrict__ mean,
                                      const float *__restrict__ rstd, int64_t N, int64_t D)
 {
+    grid_dep_begin();
     const int lane = threadIdx.x & 31;
     ROWS_PER_WARP_LOOP(n)
     {
@@ -412,6 +423,7 @@ __global__ void xent_fwd_kernel(float *__restrict__ row_loss, float *__restrict_
                                 int32_t *bad, const T *__restrict__ logits,
                                 const int32_t *__restrict__ targets, int64_t N, int64_t V)
 {
+    grid_dep_begin();
     __shared__ float sh_m[32], sh_s[32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
@@ -458,6 +470,7 @@ __global__ void xent_fwd_kernel(float *__restrict__ row_loss, float *__restrict_
 __global__ void xent_loss_kernel(float *__restrict__ loss, const float *__restrict__ row_loss,
                                  const int32_t *__restrict__ targets, int64_t N, int64_t V)
 {
+    grid_dep_begin();
     __shared__ double sh[32];
     double s = 0.0, c = 0.0;
     for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
@@ -474,6 +487,7 @@ __global__ void xent_loss_kernel(float *__restrict__ loss, const float *__restri
 __global__ void xent_scale_kernel(float *__restrict__ scale, const int32_t *__restrict__ targets,
                                   int64_t N, int64_t V, float dloss)
 {
+    grid_dep_begin();
     __shared__ double sh[32];
     double c = 0.0;
     for (int64_t n = threadIdx.x; n < N; n += blockDim.x) c += target_counted(targets[n], V);
@@ -486,6 +500,7 @@ __global__ void xent_bwd_kernel(T *__restrict__ dlogits, const T *__restrict__ l
                                 const int32_t *__restrict__ targets, const float *__restrict__ lse,
                                 const float *__restrict__ scale, int64_t N, int64_t V)
 {
+    grid_dep_begin();
     const float sc = *scale;
     for (int64_t i = global_tid(); i < N * V; i += grid_threads()) {
         const int64_t n = i / V, v = i - n * V;
@@ -503,6 +518,7 @@ template <typename T>
 __global__ void dropout_kernel(T *y, const T *x, int64_t n, uint64_t first, uint64_t key,
                                uint32_t threshold, float scale)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < n; i += grid_threads())
         stf(y, i,
             blocks_dropout_keep(key, first + (uint64_t)i, threshold) ? ldf(x, i) * scale : 0.f);
@@ -512,6 +528,7 @@ __global__ void dropout_kernel(T *y, const T *x, int64_t n, uint64_t first, uint
 template <typename T>
 __global__ void axpby_kernel(T *y, const T *a, const T *b, int64_t n, float alpha, float beta)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < n; i += grid_threads())
         stf(y, i, alpha * ldf(a, i) + (b ? beta * ldf(b, i) : 0.f));
 }
@@ -523,6 +540,7 @@ __global__ void adamw_kernel(float *__restrict__ params, float *__restrict__ m,
                              float *__restrict__ v, uint16_t *__restrict__ params_bf16,
                              const float *__restrict__ grad, int64_t n, blocks_adamw c)
 {
+    grid_dep_begin();
     for (int64_t i = global_tid(); i < n; i += grid_threads()) {
         float mi = m[i], vi = v[i];
         const float p = blocks_adamw_update(&c, params[i], grad[i], &mi, &vi);
@@ -539,6 +557,7 @@ __global__ void adamw_kernel(float *__restrict__ params, float *__restrict__ m,
 __global__ void sumsq_partial_kernel(double *__restrict__ part, const float *__restrict__ g,
                                      int64_t n)
 {
+    grid_dep_begin();
     __shared__ double sh[32];
     float acc = 0.f;
     for (int64_t i = global_tid(); i < n; i += grid_threads()) acc += g[i] * g[i];
@@ -550,6 +569,7 @@ __global__ void sumsq_partial_kernel(double *__restrict__ part, const float *__r
 __global__ void sumsq_final_kernel(float *__restrict__ out, double *__restrict__ out_d,
                                    const double *__restrict__ part, int64_t nb)
 {
+    grid_dep_begin();
     __shared__ double sh[32];
     double s = 0.0;
     for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) s += part[b];
@@ -563,6 +583,7 @@ __global__ void sumsq_final_kernel(float *__restrict__ out, double *__restrict__
 __global__ void clip_kernel(float *__restrict__ g, const float *__restrict__ sumsq, int64_t n,
                             float max_norm)
 {
+    grid_dep_begin();
     const float f = blocks_clip_factor(*sumsq, max_norm);
     if (!(f < 1.0f)) return;
     for (int64_t i = global_tid(); i < n; i += grid_threads()) g[i] = __fmul_rn(g[i], f);

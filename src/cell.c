@@ -859,6 +859,15 @@ static prnn_status gemm_U(layer *L, int dir, void *P, void *ss, const void *s, c
                      (char *)P + 2 * L->H * L->es, L->GH, L->dt, L->dt);
 }
 
+/* Whether y = c (minGRU and minLSTM in linear space, QRNN f-pooling). */
+static int out_is_c(const layer *L)
+{
+    const prnn_cell_desc *d = L->d;
+    if (L->log) return 0;
+    return d->type == PRNN_CELL_MINGRU || d->type == PRNN_CELL_MINLSTM ||
+           (d->type == PRNN_CELL_QRNN && d->pooling == PRNN_QRNN_F);
+}
+
 /*
  * One direction of the forward. y is the layer's output (B, T, Hout); hT,
  * h0 the layer's states (B, S2) or NULL; act_d this direction's block of act
@@ -873,6 +882,9 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
     void *P = in_act ? act_d + L->act_P : f->P;
     void *c = in_act ? act_d + L->act_c : f->c;
     void *s = in_act && L->gilr ? act_d + L->act_s : f->s;
+    /* y = c in the same layout and c not kept: the scan writes y itself */
+    const int c_is_y = !in_act && out_is_c(L) && L->Hout == L->H;
+    if (c_is_y) c = y;
     cell_ew e;
 
     TRY(gemm_P(L, dir, P, f->xs, x, p.W, h0));
@@ -902,7 +914,8 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
         const prnn_scan_desc sd = scan_desc(L, dir);
         TRY(scan_fwd(L, &sd, c, hTc, f->a, f->b, h0c));
     }
-    TRY(cell_out_fwd(ctx, &e, (char *)y + dir * L->H * L->es, L->Hout, c, P, p.bias, x));
+    if (!c_is_y)
+        TRY(cell_out_fwd(ctx, &e, (char *)y + dir * L->H * L->es, L->Hout, c, P, p.bias, x));
     TRY(state_out(L, hT, dir, L->off_c, hTc));
     if (L->qrnn2 && hT) {
         /* x_prev after the row: x at its last step (x_prev itself if empty) */
@@ -994,10 +1007,16 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         }
     }
 
-    /* through y, then the main scan */
+    /* through y, then the main scan; where y = c in the same layout, dL/dc
+     * is dy itself (the scan ignores it past a row's length, where out_bwd
+     * would write zeros) */
     TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
-    TRY(cell_out_bwd(ctx, &e, g->dc, g->dP, L->sru_x ? dxa->dx : NULL,
-                     (const char *)dy + dir * H * L->es, L->Hout, c, P, p.bias, x));
+    const void *dc = g->dc;
+    if (out_is_c(L) && L->Hout == H)
+        dc = dy;
+    else
+        TRY(cell_out_bwd(ctx, &e, g->dc, g->dP, L->sru_x ? dxa->dx : NULL,
+                         (const char *)dy + dir * H * L->es, L->Hout, c, P, p.bias, x));
     if (!a_ready) TRY(cell_gates_fwd(ctx, &e, g->a, NULL, P, p.bias)); /* the scan needs a */
     const void *dhTc = NULL;
     TRY(state_in(L, dhT, dir, L->off_c, g->dhTc, &dhTc));
@@ -1019,7 +1038,7 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         TRY(cell_logscan_bwd(ctx, &e, g->da, g->b, dh0c, g->db, g->w, g->a, c, dhTc));
         TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->b, P, p.bias, dbg));
     } else {
-        TRY(scan_bwd(L, &sd, g->da, g->db, dh0c, g->a, c, h0c, g->dc, dhTc));
+        TRY(scan_bwd(L, &sd, g->da, g->db, dh0c, g->a, c, h0c, dc, dhTc));
         TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
         TRY(cell_gates_bwd(ctx, &e, g->dP, g->da, g->db, P, p.bias, dbg));
     }

@@ -41,6 +41,7 @@ template <> __device__ __forceinline__ __half from_f(float v) { return __float2h
 template <typename D, typename S>
 __global__ void convert_kernel(D *__restrict__ dst, const S *__restrict__ src, int64_t n)
 {
+    grid_dep_begin();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = from_f<D>(to_f(src[i]));
@@ -51,8 +52,8 @@ prnn_status convert_run(cudaStream_t s, void *dst, const void *src, int64_t n)
 {
     int64_t blocks = (n + 255) / 256;
     if (blocks > 65536) blocks = 65536;
-    convert_kernel<D, S><<<(unsigned)blocks, 256, 0, s>>>(static_cast<D *>(dst),
-                                                          static_cast<const S *>(src), n);
+    launch(convert_kernel<D, S>, dim3((unsigned)blocks), dim3(256), 0, s, static_cast<D *>(dst),
+           static_cast<const S *>(src), n);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
 }

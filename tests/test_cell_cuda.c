@@ -553,6 +553,23 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
             }
             tu_check(ok, "%s fwd:%s (norm/max; tol %g/%g: %s)", what, line, t.norm, t.max, t.why);
 
+            /* the forward for inference (no act: y may be written by the
+             * scan itself) against the same reference */
+            void *d_y2 = poisoned(ny, dt);
+            const prnn_status si =
+                prnn_cell_forward(g_gpu, &gd, B, T, lengths, d_y2, NULL, NULL, d_x, d_w, d_h0);
+            const prnn_status si2 = prnn_ctx_synchronize(g_gpu);
+            line[0] = '\0';
+            if (si != PRNN_OK || si2 != PRNN_OK) {
+                tu_check(0, "%s fwd without act: %s, sync %s", what, prnn_strerror(si),
+                         prnn_strerror(si2));
+            } else {
+                download(got, d_y2, ny, dt);
+                ok = cmp(line, sizeof line, "y", got, ry, ny, t);
+                tu_check(ok, "%s fwd without act:%s (tol %g/%g)", what, line, t.norm, t.max);
+            }
+            dfree(d_y2);
+
             line[0] = '\0';
             ok = 1;
             /* the backward in log space: the looser of the two bounds */
