@@ -530,11 +530,12 @@ __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t ch
     return carry;
 }
 
-template <typename T, int VEC, bool BWD, int SB, int MB>
+template <typename T, int VEC, bool BWD, int SB, int MB, int SX>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
     grid_dep_begin();
     constexpr int S = chunk_steps<VEC, SB>();
+    static_assert(SX == 0 || (!BWD && VEC > 1), "staged steps: the forward's vector path");
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
     __shared__ __align__(16) float sB[kThreads * VEC];
     __shared__ lookback_smem lsm;
@@ -549,10 +550,10 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
 
     const int TX = 1 << cp.lg_tx, TY = kThreads >> cp.lg_tx, W = TX * VEC;
     const int tx = tid & (TX - 1), ty = tid >> cp.lg_tx;
-    const int64_t C = (int64_t)TY * S;
+    const int64_t C = (int64_t)TY * (S + SX);
     const int64_t L = row_length(p, b);
     const int64_t s_first = chunk * C;
-    const int64_t u0 = s_first + (int64_t)ty * S;
+    const int64_t u0 = s_first + (int64_t)ty * (S + SX);
     const int64_t col = tile * W + (int64_t)tx * VEC;
     const bool col_ok = col < p.H;
     const int64_t row = b * p.T;
@@ -562,7 +563,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
          * nobody waits on this tile). A row of length 0 still has a state. */
         if (col_ok) {
 #pragma unroll
-            for (int k = 0; k < S; k++)
+            for (int k = 0; k < S + SX; k++)
                 if (u0 + k < p.T) store_zero<T, VEC, BWD>(p, row, u0 + k, col);
         }
         if (chunk == 0 && tid < W && tile * W + tid < p.H)
@@ -579,15 +580,40 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
      * slots a thread). At 2 blocks per SM it measured 2 points slower
      * (f32 16 x 64K x 256), so there it is loaded after the look-back. */
     constexpr bool kStageH = chunk_stages_hprev<BWD, VEC, MB>();
-    PRNN_DYN_SHARED(uint4, hstage); /* (S, kThreads) */
+    PRNN_DYN_SHARED(uint4, hstage); /* (S, kThreads), or the staged steps' (2, SX, kThreads) */
     if constexpr (kStageH) {
 #pragma unroll
         for (int k = 0; k < S; k++)
             hprev_stage<T>(p, b, u0 + k, L, col, col_ok, hstage + k * kThreads + tid);
     }
+    /* The forward's staged steps: a thread's next SX steps after its S in
+     * registers go to shared memory as asynchronous copies (a in the first
+     * SX rows of slots, b in the next), read back step by step; the tile is
+     * (S + SX) / S times longer for the same registers. */
+    uint4 *const xstage = hstage, *const ystage = hstage + SX * kThreads;
+    if constexpr (SX > 0) {
+#pragma unroll 4
+        for (int k = 0; k < SX; k++)
+            step_stage<T, VEC>(p, row, u0 + S + k, L, col, col_ok, xstage + k * kThreads + tid,
+                               ystage + k * kThreads + tid);
+    }
 
     float A[VEC], Bs[VEC];
     summarize<T, VEC, S>(x, y, A, Bs);
+    if constexpr (SX > 0) {
+        cp_async_wait_all(); /* this thread's own slots */
+#pragma unroll 4
+        for (int k = 0; k < SX; k++) {
+            typename reg_of<T, VEC>::type xs, ys;
+            step_unstage<T, VEC>(xstage + k * kThreads + tid, xs);
+            step_unstage<T, VEC>(ystage + k * kThreads + tid, ys);
+            float xv[VEC];
+            reg_get<T, VEC>(xs, xv);
+            advance<T, VEC>(xs, ys, Bs);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) A[v] = xv[v] * A[v];
+        }
+    }
 
     /* 3. inclusive scan over the TY time threads; thread tid's slot is
      * tid*VEC (= ty*W + tx*VEC), its predecessor d rows up (tid - d*TX)*VEC */
@@ -670,6 +696,17 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
                 store_step<T, VEC, BWD>(p, row, u0 + k0 + k, L, col, st, hp[BWD ? k : 0]);
         }
     }
+    if constexpr (SX > 0) {
+        const float none[VEC] = {};
+#pragma unroll 4
+        for (int k = 0; k < SX; k++) {
+            typename reg_of<T, VEC>::type xs, ys;
+            step_unstage<T, VEC>(xstage + k * kThreads + tid, xs);
+            step_unstage<T, VEC>(ystage + k * kThreads + tid, ys);
+            advance<T, VEC>(xs, ys, st);
+            if (u0 + S + k < p.T) store_step<T, VEC, BWD>(p, row, u0 + S + k, L, col, st, none);
+        }
+    }
 }
 
 /* Column threads per block (log2): enough to cover the row's vectors, at
@@ -682,14 +719,14 @@ template <int VEC> int chunked_lg_tx(int64_t H, int64_t max_cols)
     return ceil_log2(ncv < cap ? ncv : cap);
 }
 
-template <typename T, int VEC, bool BWD, int SB, int MB>
+template <typename T, int VEC, bool BWD, int SB, int MB, int SX = 0>
 prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t max_cols)
 {
     constexpr int S = chunk_steps<VEC, SB>();
     const int lg_tx = chunked_lg_tx<VEC>(p.H, max_cols);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
     const int64_t ntiles = ceil_div(p.H, W), R = p.B * ntiles;
-    const int64_t nchunks = ceil_div(p.T, TY * S);
+    const int64_t nchunks = ceil_div(p.T, TY * (S + SX));
     if (nchunks > INT32_MAX / R) return PRNN_ERR_UNSUPPORTED;
     const int64_t nblocks = nchunks * R;
 
@@ -701,11 +738,12 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.lg_tx = lg_tx;
     cp.ntiles = ntiles;
     cp.R = R;
-    auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB>;
-    /* the staged h_{s-1}; with the static
+    auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>;
+    /* the staged h_{s-1} or steps; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
-    const size_t smem =
-        chunk_stages_hprev<BWD, VEC, MB>() ? (size_t)S * kThreads * sizeof(uint4) : 0;
+    const size_t smem = chunk_stages_hprev<BWD, VEC, MB>() ? (size_t)S * kThreads * sizeof(uint4)
+                        : SX > 0 ? (size_t)2 * SX * kThreads * sizeof(uint4)
+                                 : 0;
     if (smem > 0)
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem));
@@ -713,6 +751,28 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     PRNN_CU_LAUNCHED();
     st->ticket_base += (unsigned long long)nblocks;
     return PRNN_OK;
+}
+
+/* The few-chain forward's staged steps (chunked_scan_kernel's SX): kStageSteps
+ * more steps a thread in shared memory, where the longer tiles still number
+ * at least kStageWaves per SM. PRNN_CHUNK_SX / PRNN_STAGE_WAVES: lab sweeps. */
+#ifdef PRNN_CHUNK_SX
+constexpr int kStageSteps = PRNN_CHUNK_SX;
+#else
+constexpr int kStageSteps = 16;
+#endif
+#ifdef PRNN_STAGE_WAVES
+constexpr int64_t kStageWaves = PRNN_STAGE_WAVES;
+#else
+constexpr int64_t kStageWaves = 4;
+#endif
+template <int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p)
+{
+    const int lg_tx = chunked_lg_tx<VEC>(p.H, 16 * VEC);
+    const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
+    const int64_t steps = TY * (chunk_steps<VEC, 16>() + kStageSteps);
+    const int64_t tiles = p.B * ceil_div(p.H, W) * ceil_div(p.T, steps);
+    return kStageSteps > 0 && tiles >= kStageWaves * st->sm_count;
 }
 
 template <typename T, int VEC, bool BWD>
@@ -732,8 +792,13 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
      * The scalar path keeps 32 columns. */
     const int64_t W = ((int64_t)1 << chunked_lg_tx<VEC>(p.H, 32 * VEC)) * VEC;
     const int64_t chains = p.B * ceil_div(p.H, W);
-    if (chains < kFewChains)
+    if (chains < kFewChains) {
+        if constexpr (!BWD && VEC > 1) {
+            if (chunked_stage_steps<VEC>(st, p))
+                return chunked_launch<T, VEC, BWD, 16, 1, kStageSteps>(st, p, 16 * VEC);
+        }
         return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
+    }
     return chunked_launch<T, VEC, BWD, 8, 2>(st, p, 32 * VEC);
 #endif
 }

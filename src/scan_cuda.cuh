@@ -450,6 +450,51 @@ __device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok,
     if (hprev_in(u, L, col_ok)) hq.raw = *slot;
 }
 
+/* load_step's forward through shared memory (vector path): a and b of
+ * logical step u issued as asynchronous copies into this thread's slots sa
+ * and sb, or the identity stored there where there is no step; after
+ * cp_async_wait_all, step_unstage takes a slot into a register. */
+template <typename T, int VEC>
+__device__ __forceinline__ uint4 reg_raw(const freg<VEC> &r)
+{
+    static_assert(VEC * sizeof(T) == 16, "staged vectors are 16 bytes");
+    return make_uint4(__float_as_uint(r.v[0]), __float_as_uint(r.v[1]), __float_as_uint(r.v[2]),
+                      __float_as_uint(r.v[3]));
+}
+template <typename T, int VEC> __device__ __forceinline__ uint4 reg_raw(const hreg &r)
+{
+    return r.raw;
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void step_stage(const scan_params &p, int64_t row, int64_t u, int64_t L,
+                                           int64_t col, bool col_ok, uint4 *sa, uint4 *sb)
+{
+    if (col_ok && u < L) {
+        const int64_t i = (row + phys_t(u, L, flip_of<false>(p))) * p.H + col;
+        cp_async16(sa, static_cast<const T *>(p.a) + i);
+        cp_async16(sb, static_cast<const T *>(p.b) + i);
+    } else {
+        typename reg_of<T, VEC>::type one, zero;
+        reg_fill<T, VEC>(one, 1.0f);
+        reg_fill<T, VEC>(zero, 0.0f);
+        *sa = reg_raw<T, VEC>(one);
+        *sb = reg_raw<T, VEC>(zero);
+    }
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void step_unstage(const uint4 *s, freg<VEC> &r)
+{
+    const uint4 q = *s;
+    r.v[0] = __uint_as_float(q.x);
+    r.v[1] = __uint_as_float(q.y);
+    r.v[2] = __uint_as_float(q.z);
+    r.v[3] = __uint_as_float(q.w);
+}
+template <typename T, int VEC> __device__ __forceinline__ void step_unstage(const uint4 *s, hreg &r)
+{
+    r.raw = *s;
+}
+
 template <typename T, int VEC, typename R>
 __device__ __forceinline__ void hprev_get(const scan_params &p, int64_t b, int64_t u, int64_t L,
                                           int64_t col, const R &hq, float (&hp)[VEC])
