@@ -1048,76 +1048,48 @@ __global__ void __launch_bounds__(kBlock) copy2d_kernel(unsigned char *dst, int6
 /* ======================================================================== */
 /* Picking the template instance: one place per kernel family               */
 
-template <typename T, int VEC> ew_kernel pick_gates_fwd(int k)
-{
-    switch (k) {
-    case GK_MINGRU: return gates_fwd_kernel<T, VEC, GK_MINGRU>;
-    case GK_MINGRU_LOG: return gates_fwd_kernel<T, VEC, GK_MINGRU_LOG>;
-    case GK_MINLSTM: return gates_fwd_kernel<T, VEC, GK_MINLSTM>;
-    case GK_MINLSTM_LOG: return gates_fwd_kernel<T, VEC, GK_MINLSTM_LOG>;
-    case GK_FORGET: return gates_fwd_kernel<T, VEC, GK_FORGET>;
-    case GK_IFO: return gates_fwd_kernel<T, VEC, GK_IFO>;
-    case GK_SRU: return gates_fwd_kernel<T, VEC, GK_SRU>;
-    default: return nullptr;
-    }
-}
-
-template <typename T, int VEC> ew_kernel pick_gates_bwd(int k)
-{
-    switch (k) {
-    case GK_MINGRU: return gates_bwd_kernel<T, VEC, GK_MINGRU>;
-    case GK_MINGRU_LOG: return gates_bwd_kernel<T, VEC, GK_MINGRU_LOG>;
-    case GK_MINLSTM: return gates_bwd_kernel<T, VEC, GK_MINLSTM>;
-    case GK_MINLSTM_LOG: return gates_bwd_kernel<T, VEC, GK_MINLSTM_LOG>;
-    case GK_FORGET: return gates_bwd_kernel<T, VEC, GK_FORGET>;
-    case GK_IFO: return gates_bwd_kernel<T, VEC, GK_IFO>;
-    case GK_SRU: return gates_bwd_kernel<T, VEC, GK_SRU>;
-    default: return nullptr;
-    }
-}
-
-template <typename T, int VEC> ew_kernel pick_gates_a(int k)
-{
-    switch (k) {
-    case GK_MINGRU: return gates_fwd_kernel<T, VEC, GK_MINGRU, false>;
-    case GK_MINGRU_LOG: return gates_fwd_kernel<T, VEC, GK_MINGRU_LOG, false>;
-    case GK_MINLSTM: return gates_fwd_kernel<T, VEC, GK_MINLSTM, false>;
-    case GK_MINLSTM_LOG: return gates_fwd_kernel<T, VEC, GK_MINLSTM_LOG, false>;
-    case GK_FORGET: return gates_fwd_kernel<T, VEC, GK_FORGET, false>;
-    case GK_IFO: return gates_fwd_kernel<T, VEC, GK_IFO, false>;
-    case GK_SRU: return gates_fwd_kernel<T, VEC, GK_SRU, false>;
-    default: return nullptr;
-    }
-}
-
 typedef void (*gsum_kernel)(const ew_args, float *);
 
-template <typename T, int VEC> gsum_kernel pick_gates_bwd_sum(int k)
+/* The instance of a gate-kind kernel family F for kind k (F::of<K>). */
+template <typename F> auto by_gate_kind(int k) -> decltype(F::template of<GK_MINGRU>())
 {
     switch (k) {
-    case GK_MINGRU: return gates_bwd_sum_kernel<T, VEC, GK_MINGRU>;
-    case GK_MINGRU_LOG: return gates_bwd_sum_kernel<T, VEC, GK_MINGRU_LOG>;
-    case GK_MINLSTM: return gates_bwd_sum_kernel<T, VEC, GK_MINLSTM>;
-    case GK_MINLSTM_LOG: return gates_bwd_sum_kernel<T, VEC, GK_MINLSTM_LOG>;
-    case GK_FORGET: return gates_bwd_sum_kernel<T, VEC, GK_FORGET>;
-    case GK_IFO: return gates_bwd_sum_kernel<T, VEC, GK_IFO>;
-    case GK_SRU: return gates_bwd_sum_kernel<T, VEC, GK_SRU>;
+    case GK_MINGRU: return F::template of<GK_MINGRU>();
+    case GK_MINGRU_LOG: return F::template of<GK_MINGRU_LOG>();
+    case GK_MINLSTM: return F::template of<GK_MINLSTM>();
+    case GK_MINLSTM_LOG: return F::template of<GK_MINLSTM_LOG>();
+    case GK_FORGET: return F::template of<GK_FORGET>();
+    case GK_IFO: return F::template of<GK_IFO>();
+    case GK_SRU: return F::template of<GK_SRU>();
     default: return nullptr;
     }
 }
 
-gsum_kernel pick_gates_bwd_sum(prnn_dtype dt, int kind, bool vec)
+template <typename T, int VEC, bool WB> struct gates_fwd_family {
+    template <int K> static ew_kernel of() { return gates_fwd_kernel<T, VEC, K, WB>; }
+};
+template <typename T, int VEC> struct gates_bwd_family {
+    template <int K> static ew_kernel of() { return gates_bwd_kernel<T, VEC, K>; }
+};
+template <typename T, int VEC> struct gates_bwd_sum_family {
+    template <int K> static gsum_kernel of() { return gates_bwd_sum_kernel<T, VEC, K>; }
+};
+
+template <typename T, int VEC> ew_kernel pick_gates_fwd(int k)
 {
-    switch (dt) {
-    case PRNN_DTYPE_F32:
-        return vec ? pick_gates_bwd_sum<float, 4>(kind) : pick_gates_bwd_sum<float, 1>(kind);
-    case PRNN_DTYPE_BF16:
-        return vec ? pick_gates_bwd_sum<__nv_bfloat16, 8>(kind)
-                   : pick_gates_bwd_sum<__nv_bfloat16, 1>(kind);
-    case PRNN_DTYPE_F16:
-        return vec ? pick_gates_bwd_sum<__half, 8>(kind) : pick_gates_bwd_sum<__half, 1>(kind);
-    default: return nullptr;
-    }
+    return by_gate_kind<gates_fwd_family<T, VEC, true>>(k);
+}
+template <typename T, int VEC> ew_kernel pick_gates_a(int k)
+{
+    return by_gate_kind<gates_fwd_family<T, VEC, false>>(k);
+}
+template <typename T, int VEC> ew_kernel pick_gates_bwd(int k)
+{
+    return by_gate_kind<gates_bwd_family<T, VEC>>(k);
+}
+template <typename T, int VEC> gsum_kernel pick_gates_bwd_sum(int k)
+{
+    return by_gate_kind<gates_bwd_sum_family<T, VEC>>(k);
 }
 
 template <typename T, int VEC> ew_kernel pick_out_fwd(int k)
@@ -1150,8 +1122,9 @@ template <typename T, int VEC> ew_kernel pick_unshift(int) { return unshift_add_
 template <typename T, int VEC> ew_kernel pick_logscan_bwd(int) { return logscan_bwd_kernel<T, VEC>; }
 
 /* dtype x vector path -> instance. */
-#define PICK_TYPED(fn)                                                                       \
-    ew_kernel fn##_typed(prnn_dtype dt, int kind, bool vec)                                  \
+#define PICK_TYPED(fn) PICK_TYPED_AS(ew_kernel, fn)
+#define PICK_TYPED_AS(ret, fn)                                                               \
+    ret fn##_typed(prnn_dtype dt, int kind, bool vec)                                        \
     {                                                                                        \
         switch (dt) {                                                                        \
         case PRNN_DTYPE_F32: return vec ? fn<float, 4>(kind) : fn<float, 1>(kind);           \
@@ -1170,7 +1143,9 @@ PICK_TYPED(pick_logscan_w)
 PICK_TYPED(pick_shift)
 PICK_TYPED(pick_unshift)
 PICK_TYPED(pick_logscan_bwd)
+PICK_TYPED_AS(gsum_kernel, pick_gates_bwd_sum)
 #undef PICK_TYPED
+#undef PICK_TYPED_AS
 
 /* ======================================================================== */
 /* Host helpers                                                             */
@@ -1367,7 +1342,7 @@ extern "C" prnn_status prnn_cuda_cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e,
                       vec ? V : 1);
     /* with the bias gradients: the column-sum walk, then the partial rows' sum */
     if (e->B <= 0 || e->T <= 0 || e->H <= 0) return PRNN_OK;
-    const gsum_kernel k = pick_gates_bwd_sum(e->dtype, m.gate, vec);
+    const gsum_kernel k = pick_gates_bwd_sum_typed(e->dtype, m.gate, vec);
     if (!k) return PRNN_ERR_UNSUPPORTED;
     const int64_t nv = vec ? e->H / V : e->H, rows = e->B * e->T;
     /* one wave of the blocks that fit at once: every thread walks about as
