@@ -12,8 +12,10 @@
  *   forward    P = X W (QRNN window 2: + Xs W1, Xs = x shifted one step)
  *              [GILR: a, b = surrogate gates(P); s = scan; P[f,i,o,z] += s_prev U]
  *              a, b = gates(P); c = scan(a, b, c0) (log space: the log scan)
- *              y = out(c, P, x)
- *   backward   dc, dP[out groups] = out_bwd(dy); a = gates(P) again (a alone);
+ *              y = out(c, P, x) (where y = c and c is not kept, the scan
+ *              writes y)
+ *   backward   dc, dP[out groups] = out_bwd(dy) (where y = c: dc is dy);
+ *              a = gates(P) again (a alone);
  *              da, db = scan_bwd(a, c, dc); dP[gate groups] = gates_bwd, which
  *              also adds their column sums to dbias
  *              [GILR: dU, ds_prev from dP[f,i,o,z]; the surrogate the same way]

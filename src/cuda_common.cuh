@@ -46,11 +46,12 @@ struct device_guard {
 };
 
 /*
- * Programmatic dependent launch (sm_90 and later). Every kernel of the scan
- * and the cell layers begins with grid_dep_begin(): it waits until the
- * grids it depends on (the stream's earlier kernels) have completed and
- * their writes are visible, then lets the stream's next kernel be
- * scheduled at once. launch() marks each launch as allowed to start that
+ * Programmatic dependent launch (sm_90 and later). Every kernel of the
+ * scan, the cell layers, the blocks and the dtype conversions begins with
+ * grid_dep_begin() (the distributed scan's few kernels launch plainly): it
+ * waits until the grids it depends on (the stream's earlier kernels) have
+ * completed and their writes are visible, then lets the stream's next
+ * kernel be scheduled at once. launch() marks each launch as allowed to start that
  * early, so the next kernel's blocks take the SM slots this grid frees and
  * wait in their own grid_dep_begin: a chain of dependent kernels (a cell
  * layer's passes) does not pay a launch gap between each pair. A kernel
