@@ -607,11 +607,7 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
             typename reg_of<T, VEC>::type xs, ys;
             step_unstage<T, VEC>(xstage + k * kThreads + tid, xs);
             step_unstage<T, VEC>(ystage + k * kThreads + tid, ys);
-            float xv[VEC];
-            reg_get<T, VEC>(xs, xv);
-            advance<T, VEC>(xs, ys, Bs);
-#pragma unroll
-            for (int v = 0; v < VEC; v++) A[v] = xv[v] * A[v];
+            fold_step<T, VEC>(xs, ys, A, Bs);
         }
     }
 

@@ -294,6 +294,17 @@ __device__ __forceinline__ void advance(const R &x, const R &y, float (&st)[VEC]
     for (int v = 0; v < VEC; v++) st[v] = xs[v] * st[v] + ys[v];
 }
 
+/* Composes one more step h -> x h + y after the summary (A, B). */
+template <typename T, int VEC, typename R>
+__device__ __forceinline__ void fold_step(const R &x, const R &y, float (&A)[VEC], float (&B)[VEC])
+{
+    float xs[VEC];
+    reg_get<T, VEC>(x, xs);
+    advance<T, VEC>(x, y, B);
+#pragma unroll
+    for (int v = 0; v < VEC; v++) A[v] = xs[v] * A[v];
+}
+
 /* The summary (A, B) of S steps in registers: h -> A h + B is the
  * composition of h -> x_k h + y_k for k = 0 .. S-1. */
 template <typename T, int VEC, int S, typename R>
@@ -303,13 +314,7 @@ __device__ __forceinline__ void summarize(const R (&x)[S], const R (&y)[S], floa
 #pragma unroll
     for (int v = 0; v < VEC; v++) { A[v] = 1.0f; B[v] = 0.0f; }
 #pragma unroll
-    for (int k = 0; k < S; k++) {
-        float xs[VEC];
-        reg_get<T, VEC>(x[k], xs);
-        advance<T, VEC>(x[k], y[k], B);
-#pragma unroll
-        for (int v = 0; v < VEC; v++) A[v] = xs[v] * A[v];
-    }
+    for (int k = 0; k < S; k++) fold_step<T, VEC>(x[k], y[k], A, B);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -429,25 +434,28 @@ __device__ __forceinline__ void hprev_stage(const scan_params &p, int64_t b, int
     if (hprev_in(u, L, col_ok))
         cp_async16(slot, static_cast<const T *>(p.h_in) + hprev_at(p, b, u, L, col));
 }
+
+/* A staged 16-byte slot into a register (vector path). */
 template <typename T, int VEC>
-__device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok, const uint4 *slot,
-                                              freg<VEC> &hq)
+__device__ __forceinline__ void step_unstage(const uint4 *s, freg<VEC> &r)
 {
     static_assert(VEC * sizeof(T) == 16, "staged vectors are 16 bytes");
-    reg_fill<T, VEC>(hq, 0.0f);
-    if (hprev_in(u, L, col_ok)) {
-        const uint4 q = *slot;
-        const unsigned w[4] = {q.x, q.y, q.z, q.w};
+    const uint4 q = *s;
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int k = 0; k < 4; k++) hq.v[k] = __uint_as_float(w[k]);
-    }
+    for (int k = 0; k < 4; k++) r.v[k] = __uint_as_float(w[k]);
 }
-template <typename T, int VEC>
+template <typename T, int VEC> __device__ __forceinline__ void step_unstage(const uint4 *s, hreg &r)
+{
+    r.raw = *s;
+}
+
+template <typename T, int VEC, typename R>
 __device__ __forceinline__ void hprev_unstage(int64_t u, int64_t L, bool col_ok, const uint4 *slot,
-                                              hreg &hq)
+                                              R &hq)
 {
     reg_fill<T, VEC>(hq, 0.0f);
-    if (hprev_in(u, L, col_ok)) hq.raw = *slot;
+    if (hprev_in(u, L, col_ok)) step_unstage<T, VEC>(slot, hq);
 }
 
 /* load_step's forward through shared memory (vector path): a and b of
@@ -480,19 +488,6 @@ __device__ __forceinline__ void step_stage(const scan_params &p, int64_t row, in
         *sa = reg_raw<T, VEC>(one);
         *sb = reg_raw<T, VEC>(zero);
     }
-}
-template <typename T, int VEC>
-__device__ __forceinline__ void step_unstage(const uint4 *s, freg<VEC> &r)
-{
-    const uint4 q = *s;
-    r.v[0] = __uint_as_float(q.x);
-    r.v[1] = __uint_as_float(q.y);
-    r.v[2] = __uint_as_float(q.z);
-    r.v[3] = __uint_as_float(q.w);
-}
-template <typename T, int VEC> __device__ __forceinline__ void step_unstage(const uint4 *s, hreg &r)
-{
-    r.raw = *s;
 }
 
 template <typename T, int VEC, typename R>
