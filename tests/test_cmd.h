@@ -117,35 +117,45 @@ static inline int tc_file_has(const char *path, const char *text)
     return r;
 }
 
-/* The largest differences between two training runs' output directories:
- * losses of log.tsv (relative) and final weights of model.safetensors
- * (absolute). *nl is the number of losses when both logs have as many, else
- * -1; *err_w is INFINITY when a checkpoint is missing or their sizes
- * differ. */
-static inline void tc_compare_runs(const char *a, const char *b, double *err_loss, double *err_w,
-                                   int *nl)
+/* How two training runs' output directories differ: the losses of log.tsv
+ * (relative) and the final weights of model.safetensors (absolute). */
+typedef struct {
+    int nl;          /* losses compared: both logs' count when equal, else -1 */
+    double err_loss; /* largest relative difference of the losses */
+    int64_t nw;      /* weights compared; 0 when a checkpoint is missing or the sizes differ */
+    double err_w;    /* largest absolute difference of the weights (INFINITY when nw is 0) */
+    int64_t nw_over; /* weights that differ by more than the tolerance given */
+} tc_runs_diff;
+
+static inline tc_runs_diff tc_compare_runs(const char *a, const char *b, double wtol)
 {
+    tc_runs_diff d = {0, 0, 0, 0, 0};
     char pa[1024], pb[1024];
     double l1[64], l2[64];
-    *err_loss = *err_w = 0;
     snprintf(pa, sizeof pa, "%s/log.tsv", a);
     snprintf(pb, sizeof pb, "%s/log.tsv", b);
     const int n1 = tc_log_losses(pa, l1, 64), n2 = tc_log_losses(pb, l2, 64);
-    *nl = n1 == n2 ? n1 : -1;
+    d.nl = n1 == n2 ? n1 : -1;
     for (int i = 0; i < n1 && i < n2; i++) {
         const double e = fabs(l1[i] - l2[i]) / fabs(l1[i]);
-        if (!(e <= *err_loss)) *err_loss = e;
+        if (!(e <= d.err_loss)) d.err_loss = e;
     }
     snprintf(pa, sizeof pa, "%s/model.safetensors", a);
     snprintf(pb, sizeof pb, "%s/model.safetensors", b);
     int64_t c1 = 0, c2 = 0;
     float *w1 = tc_weights(pa, &c1), *w2 = tc_weights(pb, &c2);
-    for (int64_t i = 0; w1 && w2 && i < c1 && i < c2; i++) {
-        const double e = fabs((double)w1[i] - (double)w2[i]);
-        if (!(e <= *err_w)) *err_w = e;
+    if (w1 && w2 && c1 == c2 && c1 > 0) {
+        d.nw = c1;
+        for (int64_t i = 0; i < c1; i++) {
+            const double e = fabs((double)w1[i] - (double)w2[i]);
+            if (!(e <= d.err_w)) d.err_w = e;
+            if (!(e <= wtol)) d.nw_over++;
+        }
+    } else {
+        d.err_w = INFINITY;
     }
-    if (!w1 || !w2 || c1 != c2 || c1 == 0) *err_w = INFINITY;
     free(w1), free(w2);
+    return d;
 }
 
 #endif /* PRNN_TEST_CMD_H */

@@ -467,8 +467,9 @@ static char g_dir[256];
  * weight's update differs by about lr times that relative amount, except
  * for entries whose gradient is itself at rounding level. Losses: 1e-4
  * relative over 5 steps (observed ~1e-7); weights: DIST_TRAIN_WEIGHT_TOL
- * (lr / 10, test_dist_util.h) absolute with lr = 3e-3 over 5 steps (each
- * step moves a weight by at most ~lr, so a wrong gradient shows as ~1e-3).
+ * (lr / 10, test_dist_util.h) absolute with lr = 3e-3 over 5 steps, but for
+ * a thousandth of the entries (those whose gradient sits at rounding level;
+ * a wrong gradient moves most entries by ~lr).
  */
 static void check_trainer(void)
 {
@@ -721,7 +722,7 @@ static void check_model_hook(void)
  * the same bits too, but its global norm sums the shards' sums of squares
  * (in double, over the ranks) instead of one fixed-order pass: the clipping
  * factor (clip 0.5 here, so it acts) can differ by fp32 rounding, ~1e-7
- * relative; as in check_trainer, DIST_TRAIN_WEIGHT_TOL on the weights after 6 steps
+ * relative; as in check_trainer, dist_runs_agree on the weights after 6 steps
  * at lr 3e-3 and 1e-4 relative on the losses leave room, while a wrong
  * shard, decay or moment shows as ~1e-3. Resumed runs add nothing: state
  * and weights are saved in full precision.
@@ -749,20 +750,20 @@ static void check_trainer_zero1(void)
         snprintf(args, sizeof args, "%s %s --out %s/%s", common, runs[k].opts, g_dir, runs[k].tag);
         rc[k] = dist_train_run(g_dir, args, runs[k].tag, runs[k].dist);
     }
-    double el, ew;
-    int nl;
-    dist_compare_runs(g_dir, "ref", "noov", &el, &ew, &nl);
-    dcheck(rc[0] == 0 && rc[1] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
+    char words[256];
+    tc_runs_diff d = dist_compare_runs(g_dir, "ref", "noov");
+    dcheck(rc[0] == 0 && rc[1] == 0 && (g_rank != 0 || (d.nl == 6 && d.err_loss == 0 && d.err_w == 0)),
+           d.err_w,
            "--no-overlap == overlapped: exit %d and %d, 6 losses and the weights bit for bit "
-           "(loss rel err %.1e)", rc[0], rc[1], el);
-    dist_compare_runs(g_dir, "ref", "z1", &el, &ew, &nl);
-    dcheck(rc[2] == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= DIST_TRAIN_WEIGHT_TOL)), ew,
-           "--zero1 == without: exit %d, 6 losses (rel err %.1e, tol 1e-4), weights (abs err, "
-           "tol %.0e)", rc[2], el, DIST_TRAIN_WEIGHT_TOL);
-    dist_compare_runs(g_dir, "z1", "z1noov", &el, &ew, &nl);
-    dcheck(rc[3] == 0 && (g_rank != 0 || (nl == 6 && el == 0 && ew == 0)), ew,
+           "(loss rel err %.1e)", rc[0], rc[1], d.err_loss);
+    d = dist_compare_runs(g_dir, "ref", "z1");
+    dist_runs_words(words, sizeof words, &d);
+    dcheck(rc[2] == 0 && dist_runs_agree(&d, 6), d.err_w, "--zero1 == without: exit %d, 6 steps: %s",
+           rc[2], words);
+    d = dist_compare_runs(g_dir, "z1", "z1noov");
+    dcheck(rc[3] == 0 && (g_rank != 0 || (d.nl == 6 && d.err_loss == 0 && d.err_w == 0)), d.err_w,
            "--zero1 --no-overlap == --zero1: exit %d, bit for bit (loss rel err %.1e)", rc[3],
-           el);
+           d.err_loss);
 
     /* Interrupted after 3 steps, resumed by the other kind of run; the last
      * one resumes a ZeRO-1 checkpoint of all ranks in one process. */
@@ -784,10 +785,11 @@ static void check_trainer_zero1(void)
                  resumes[k].tag);
         snprintf(tag, sizeof tag, "%s_b", resumes[k].tag);
         const int r2 = r1 == 0 ? dist_train_run(g_dir, args, tag, resumes[k].dist2) : -1;
-        dist_compare_runs(g_dir, "ref", resumes[k].tag, &el, &ew, &nl);
-        dcheck(r1 == 0 && r2 == 0 && (g_rank != 0 || (nl == 6 && el <= 1e-4 && ew <= DIST_TRAIN_WEIGHT_TOL)), ew,
-               "%s: exit %d and %d, 6 losses == uninterrupted run's (rel err %.1e, tol 1e-4), "
-               "weights (abs err, tol %.0e)", resumes[k].what, r1, r2, el, DIST_TRAIN_WEIGHT_TOL);
+        d = dist_compare_runs(g_dir, "ref", resumes[k].tag);
+        dist_runs_words(words, sizeof words, &d);
+        dcheck(r1 == 0 && r2 == 0 && dist_runs_agree(&d, 6), d.err_w,
+               "%s: exit %d and %d, 6 steps == the uninterrupted run's: %s", resumes[k].what, r1,
+               r2, words);
     }
 
     /* Options that need --dist: a message and exit 2. */

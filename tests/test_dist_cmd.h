@@ -37,24 +37,42 @@ static inline int dist_train_run(const char *dir, const char *args, const char *
     return rc;
 }
 
-/* Rank 0: the largest differences of losses (relative) and final weights
- * (absolute) between runs dir/a and dir/b; zeros elsewhere. */
-static inline void dist_compare_runs(const char *dir, const char *a, const char *b, double *err_loss,
-                                     double *err_w, int *nl)
+/* Rank 0: how runs dir/a and dir/b differ (tc_compare_runs, weights
+ * against DIST_TRAIN_WEIGHT_TOL); zeros elsewhere. */
+static inline tc_runs_diff dist_compare_runs(const char *dir, const char *a, const char *b)
 {
-    *err_loss = *err_w = 0;
-    *nl = 0;
-    if (g_rank != 0) return;
+    tc_runs_diff d = {0, 0, 0, 0, 0};
+    if (g_rank != 0) return d;
     char pa[512], pb[512];
     snprintf(pa, sizeof pa, "%s/%s", dir, a);
     snprintf(pb, sizeof pb, "%s/%s", dir, b);
-    tc_compare_runs(pa, pb, err_loss, err_w, nl);
+    return tc_compare_runs(pa, pb, DIST_TRAIN_WEIGHT_TOL);
+}
+
+/* Rank 0: runs of `steps` AdamW steps that differ only in rounding agree:
+ * the losses to 1e-4 relative, the weights as test_dist_util.h says
+ * (DIST_TRAIN_WEIGHT_TOL, a few outliers within lr per step). Other ranks:
+ * 1. */
+static inline int dist_runs_agree(const tc_runs_diff *d, int steps)
+{
+    if (g_rank != 0) return 1;
+    return d->nl == steps && d->err_loss <= 1e-4 && d->nw > 0 &&
+           d->nw_over <= DIST_TRAIN_WEIGHT_OUTLIERS(d->nw) && d->err_w <= steps * DIST_TRAIN_LR;
+}
+
+/* The words of dist_runs_agree's verdict, for a check's line. */
+static inline void dist_runs_words(char *buf, size_t n, const tc_runs_diff *d)
+{
+    snprintf(buf, n,
+             "losses (rel err %.1e, tol 1e-4), weights (abs err; %lld of %lld past %.0e, "
+             "at most %lld may be)",
+             d->err_loss, (long long)d->nw_over, (long long)d->nw, DIST_TRAIN_WEIGHT_TOL,
+             (long long)DIST_TRAIN_WEIGHT_OUTLIERS(d->nw));
 }
 
 typedef struct {
-    int rc_one, rc_dist;     /* exit codes (rc_one: rank 0's, on every rank) */
-    double err_loss, err_w;  /* rank 0: losses' rel err, weights' abs err */
-    int nl;                  /* rank 0: losses compared */
+    int rc_one, rc_dist; /* exit codes (rc_one: rank 0's, on every rank) */
+    tc_runs_diff d;      /* rank 0: how the two runs differ */
 } dist_vs_one;
 
 /* Case k of a suite: `common` in one process (dir/one<k>) and with `flags`
@@ -71,19 +89,16 @@ static inline void dist_run_vs_one(const char *dir, size_t k, const char *common
     snprintf(out, sizeof out, "%s/%s.rank%d.txt", dir, other, g_rank);
     r->rc_dist = tc_run(train_cmd_train, args, out); /* this rank's own status */
     if (r->rc_dist != 0) tc_show(out);
-    dist_compare_runs(dir, one, other, &r->err_loss, &r->err_w, &r->nl);
+    r->d = dist_compare_runs(dir, one, other);
 }
 
-/* Both exited 0, and (rank 0) the 5 steps' losses agree to 1e-4 relative
- * and the weights to DIST_TRAIN_WEIGHT_TOL absolute. */
+/* Both exited 0, and (rank 0) their 5 steps agree (dist_runs_agree). */
 static inline void dist_check_vs_one(const char *what, const dist_vs_one *r)
 {
-    const int ok = r->rc_one == 0 && r->rc_dist == 0 &&
-                   (g_rank != 0 || (r->nl == 5 && r->err_loss <= 1e-4 && r->err_w <= DIST_TRAIN_WEIGHT_TOL));
-    dcheck(ok, r->err_w,
-           "%s: exit %d and %d, losses of 5 steps agree (rel err %.1e, tol 1e-4), "
-           "weights (abs err, tol %.0e)",
-           what, r->rc_one, r->rc_dist, r->err_loss, DIST_TRAIN_WEIGHT_TOL);
+    char words[256];
+    dist_runs_words(words, sizeof words, &r->d);
+    const int ok = r->rc_one == 0 && r->rc_dist == 0 && dist_runs_agree(&r->d, 5);
+    dcheck(ok, r->d.err_w, "%s: exit %d and %d, 5 steps: %s", what, r->rc_one, r->rc_dist, words);
 }
 
 #endif
