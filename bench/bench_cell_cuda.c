@@ -448,7 +448,8 @@ static void run_passes(config *c, pass_acc *acc)
     const void *bias = (const char *)c->params + (c->nW + c->nU) * (int64_t)c->es;
     float *dbias = c->dparams + c->nW + c->nU;
     const double gg = gate_groups(c);
-    const int og = c->d.type == PRNN_CELL_QRNN || c->gilr; /* y reads o */
+    /* what y reads of P: o (QRNN fo, GILR-LSTM), r (SRU, whose highway is x) */
+    const cell_out_use ou = cell_out_use_of(c->d.type, c->d.pooling, 0, c->sru);
     acc->bytes = 0;
     acc->count = 0;
     if (acc->listing) acc->list[0] = '\0';
@@ -471,7 +472,7 @@ static void run_passes(config *c, pass_acc *acc)
     PRNN_CHECK(prnn_scan_forward(ctx, &sd, c->c, NULL, c->a, c->b, NULL));
     pass(c, acc, "scan", 2, 1);
     PRNN_CHECK(prnn_cuda_cell_out_fwd(ctx, &e, c->y, H, c->c, c->P_, bias, c->x));
-    pass(c, acc, "out_fwd", 1 + (og ? 1 : 0) + (c->sru ? 2 : 0), 1);
+    pass(c, acc, "out_fwd", 1 + (double)ou.count + c->sru, 1); /* c, its groups (, x) */
 
     /* backward */
     if (c->gilr) {
@@ -487,11 +488,11 @@ static void run_passes(config *c, pass_acc *acc)
         pass(c, acc, "zero dx", 0, 1);
     }
     const void *dc = c->dy; /* y = c: the scan reads dy itself */
-    if (c->sru || og) {
+    if (!ou.y_is_c) {
         PRNN_CHECK(prnn_cuda_cell_out_bwd(ctx, &e, c->dc, c->dP, c->sru ? c->dx : NULL, c->dy, H,
                                           c->c, c->P_, bias, c->x));
-        if (c->sru) pass(c, acc, "out_bwd", 5, 3); /* dy c r x dx / dc dP_r dx */
-        else pass(c, acc, "out_bwd", 3, 2);        /* dy c o / dc dP_o */
+        /* dy c, the groups (, x and dx) / dc, their dP (, dx) */
+        pass(c, acc, "out_bwd", 2 + (double)ou.count + 2 * c->sru, 1 + (double)ou.count + c->sru);
         dc = c->dc;
     }
     PRNN_CHECK(prnn_cuda_cell_gates_fwd(ctx, &e, c->a, NULL, c->P_, bias));
@@ -510,12 +511,10 @@ static void run_passes(config *c, pass_acc *acc)
         PRNN_CHECK(prnn_cuda_cell_gates_bwd(ctx, &es_, c->dP, c->da, c->db, c->P_, bias, dbias));
         pass(c, acc, "gates_bwd s", 4, 2);
     }
-    /* out_bwd's groups: o (QRNN fo, GILR-LSTM), r (SRU with D == H) */
-    const int64_t og0 = c->sru ? 2 : c->gilr ? 4 : 2, ogn = og || c->sru ? 1 : 0;
-    if (ogn) {
-        PRNN_CHECK(prnn_cuda_cell_colsum_add(ctx, c->dt, c->BT, ogn * H, dbias + og0 * H,
-                                             (const char *)c->dP + og0 * H * c->es, GH));
-        pass(c, acc, "colsum", (double)ogn, 0);
+    if (ou.count) { /* the bias gradients of the groups out_bwd wrote */
+        PRNN_CHECK(prnn_cuda_cell_colsum_add(ctx, c->dt, c->BT, ou.count * H, dbias + ou.first * H,
+                                             (const char *)c->dP + ou.first * H * c->es, GH));
+        pass(c, acc, "colsum", (double)ou.count, 0);
     }
     if (c->w2) {
         PRNN_CHECK(prnn_cuda_cell_unshift_add(ctx, &e, D, c->dx, D, c->dXs, D, NULL, 0));

@@ -861,13 +861,10 @@ static prnn_status gemm_U(layer *L, int dir, void *P, void *ss, const void *s, c
                      (char *)P + 2 * L->H * L->es, L->GH, L->dt, L->dt);
 }
 
-/* Whether y = c (minGRU and minLSTM in linear space, QRNN f-pooling). */
-static int out_is_c(const layer *L)
+/* What the output map takes from P (cell_internal.h). */
+static cell_out_use out_use(const layer *L)
 {
-    const prnn_cell_desc *d = L->d;
-    if (L->log) return 0;
-    return d->type == PRNN_CELL_MINGRU || d->type == PRNN_CELL_MINLSTM ||
-           (d->type == PRNN_CELL_QRNN && d->pooling == PRNN_QRNN_F);
+    return cell_out_use_of(L->d->type, L->d->pooling, L->log, L->sru_x);
 }
 
 /*
@@ -885,7 +882,7 @@ static prnn_status fwd_dir(layer *L, int dir, const fwd_bufs *f, void *y, void *
     void *c = in_act ? act_d + L->act_c : f->c;
     void *s = in_act && L->gilr ? act_d + L->act_s : f->s;
     /* y = c in the same layout and c not kept: the scan writes y itself */
-    const int c_is_y = !in_act && out_is_c(L) && L->Hout == L->H;
+    const int c_is_y = !in_act && out_use(L).y_is_c && L->Hout == L->H;
     if (c_is_y) c = y;
     cell_ew e;
 
@@ -943,18 +940,6 @@ typedef struct {
     void *dx;
     int dx_set; /* dx already holds contributions (GEMMs then accumulate) */
 } dx_acc;
-
-/* The groups of dP that out_bwd writes: count of them from first (one run
- * of adjacent groups), none for y = c. */
-static void out_groups(const layer *L, int64_t *first, int64_t *count)
-{
-    const prnn_cell_desc *d = L->d;
-    *first = 0;
-    *count = 0;
-    if (d->type == PRNN_CELL_QRNN && d->pooling != PRNN_QRNN_F) *first = 2, *count = 1; /* o */
-    else if (d->type == PRNN_CELL_SRU) *first = 2, *count = L->sru_x ? 1 : 2;     /* r (, p) */
-    else if (d->type == PRNN_CELL_GILR_LSTM) *first = 4, *count = 1;                 /* o */
-}
 
 static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, void *dparams,
                            void *dh0, const void *dy, const void *dhT, const void *x,
@@ -1014,7 +999,7 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
      * would write zeros) */
     TRY(ew_full(L, dir, CELL_STAGE_MAIN, &e));
     const void *dc = g->dc;
-    if (out_is_c(L) && L->Hout == H)
+    if (out_use(L).y_is_c && L->Hout == H)
         dc = dy;
     else
         TRY(cell_out_bwd(ctx, &e, g->dc, g->dP, L->sru_x ? dxa->dx : NULL,
@@ -1079,11 +1064,10 @@ static prnn_status bwd_dir(layer *L, int dir, const bwd_bufs *g, dx_acc *dxa, vo
         TRY(prnn_gemm(ctx, 1, 0, L->D, GH, BT, 1.0, g->xs, L->D, g->dP, GH, 1.0,
                       dW + L->D * GH * L->as, GH, L->dt, L->at));
     /* the bias gradients of the groups out_bwd wrote (gates_bwd added the rest) */
-    int64_t og0, ogn;
-    out_groups(L, &og0, &ogn);
-    if (p.bias && ogn > 0)
-        TRY(cell_colsum_add(ctx, L->dt, BT, ogn * H, dbias + og0 * H * L->as,
-                            (const char *)g->dP + og0 * H * L->es, GH));
+    const cell_out_use ou = out_use(L);
+    if (p.bias && ou.count > 0)
+        TRY(cell_colsum_add(ctx, L->dt, BT, ou.count * H, dbias + ou.first * H * L->as,
+                            (const char *)g->dP + ou.first * H * L->es, GH));
 
     /* inputs */
     TRY(prnn_gemm(ctx, 0, 1, BT, L->D, GH, 1.0, g->dP, GH, p.W, GH, dxa->dx_set ? 1.0 : 0.0,

@@ -167,7 +167,8 @@ struct cell_kinds {
 };
 
 /* Group indices follow prnn_cell.h: MINGRU [k, n], MINLSTM [f, i, n], QRNN
- * [z, f, o, i], SRU [u, f, r, p], GILR_LSTM [g, j, f, i, o, z]. */
+ * [z, f, o, i], SRU [u, f, r, p], GILR_LSTM [g, j, f, i, o, z]. The groups
+ * y reads agree with cell_out_use_of (cell_internal.h), the layer's view. */
 bool map_of(const cell_ew *e, cell_kinds *m)
 {
     *m = cell_kinds{GK_COUNT, 0, 1, 2, OK_IDENT, 0, 0};

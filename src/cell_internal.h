@@ -58,6 +58,41 @@ prnn_status cell_gates_fwd(prnn_ctx *ctx, const cell_ew *e, void *a, void *b,
                            const void *P, const void *bias);
 
 /*
+ * What the main stage's output map takes from P, as the layer and the
+ * benchmark see it (the kernels' own map of it: map_of in cell_cuda.cu):
+ *   y_is_c  y = c: minGRU and minLSTM in linear space, QRNN f-pooling (no
+ *           pass needed where y has c's layout; dL/dc is dy itself)
+ *   first, count  the adjacent groups of P the map reads, whose dP
+ *           cell_out_bwd writes: o (QRNN fo and ifo, GILR-LSTM), r (SRU)
+ *           and p (SRU with D != H); none for the others, log space
+ *           included (y = exp(l))
+ * sru_x: SRU's highway is x itself (D == H).
+ */
+typedef struct cell_out_use {
+    int y_is_c;
+    int64_t first, count;
+} cell_out_use;
+
+static inline cell_out_use cell_out_use_of(prnn_cell_type type, prnn_qrnn_pooling pooling,
+                                           int log_space, int sru_x)
+{
+    cell_out_use u = {0, 0, 0};
+    if (log_space) return u;
+    switch (type) {
+    case PRNN_CELL_MINGRU:
+    case PRNN_CELL_MINLSTM: u.y_is_c = 1; break;
+    case PRNN_CELL_QRNN:
+        if (pooling == PRNN_QRNN_F) u.y_is_c = 1;
+        else u.first = 2, u.count = 1; /* o */
+        break;
+    case PRNN_CELL_SRU: u.first = 2, u.count = sru_x ? 1 : 2; break; /* r (, p) */
+    case PRNN_CELL_GILR_LSTM: u.first = 4, u.count = 1; break;     /* o */
+    default: break;
+    }
+    return u;
+}
+
+/*
  * Output forward: y (B, T, *) dtype with row stride ldy (the caller offsets y
  * to the direction's first column) from c (B, T, H) dtype (log c in log
  * space), P, bias and x (B, T, D) dtype (SRU's highway when D == H). Zero
