@@ -1163,17 +1163,7 @@ bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 cudaStream_t stream_of(prnn_ctx *ctx) { return static_cast<cudaStream_t>(prnn_cuda_stream(ctx)); }
 
-int sm_count(prnn_ctx *ctx)
-{
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, prnn_cuda_device_of(ctx)) !=
-            cudaSuccess ||
-        n <= 0) {
-        (void)cudaGetLastError();
-        n = 16;
-    }
-    return n;
-}
+int sm_count(prnn_ctx *ctx) { return prnn_cuda::sm_count_of(prnn_cuda_device_of(ctx)); }
 
 /* Grid for B * T * nv work items and the walk's split of its stride: at
  * most the blocks of k that are resident at once (one wave, so that every
@@ -1182,11 +1172,7 @@ walk make_walk(prnn_ctx *ctx, ew_kernel k, int64_t B, int64_t T, int64_t nv, uns
 {
     const int64_t total = B * T * nv;
     int64_t blocks = (total + kBlock - 1) / kBlock;
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kBlock, 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        per_sm = 0;
-    }
+    int per_sm = prnn_cuda::resident_blocks(prnn_cuda_device_of(ctx), k, kBlock, 0);
     if (per_sm <= 0 || per_sm > kBlocksPerSM) per_sm = kBlocksPerSM;
     const int64_t cap = (int64_t)sm_count(ctx) * per_sm;
     if (blocks > cap) blocks = cap;
@@ -1348,8 +1334,7 @@ extern "C" prnn_status prnn_cuda_cell_gates_bwd(prnn_ctx *ctx, const cell_ew *e,
     const int64_t nv = vec ? e->H / V : e->H, rows = e->B * e->T;
     /* one wave of the blocks that fit at once: every thread walks about as
      * many rows as any other */
-    int per_sm = 0;
-    PRNN_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kSumX * kSumY, 0));
+    const int per_sm = prnn_cuda::resident_blocks(prnn_cuda_device_of(ctx), k, kSumX * kSumY, 0);
     dim3 grid;
     if (!sum_grid(ctx, nv, rows, per_sm > 0 ? per_sm : 1, &grid)) return PRNN_ERR_UNSUPPORTED;
     const int64_t step = (int64_t)grid.y * kSumY, ng = gate_groups(m.gate);

@@ -1,7 +1,9 @@
 /*
  * cuda_common.cuh - what the CUDA translation units share: mapping CUDA
  * errors to prnn_status, the early-return check macros, the guard that
- * makes the context's device current for a scope, and dependent launches.
+ * makes the context's device current for a scope, dependent launches, and
+ * the device's answers that never change (SM count, a kernel's occupancy)
+ * kept after their first query.
  */
 #ifndef PRNN_CUDA_COMMON_CUH
 #define PRNN_CUDA_COMMON_CUH
@@ -9,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <mutex>
 #include <utility>
 
 #include "prnn_internal.h"
@@ -118,6 +121,61 @@ inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cud
     kernel<<<grid, block, smem, stream>>>(std::forward<A>(args)...);
 }
 #endif
+
+/*
+ * What a launch path asks of the runtime and gets the same answer to every
+ * time: kept after the first query, so that a small model's launches (many
+ * a step) do not each pay runtime calls for them.
+ */
+
+/* SMs of device dev (16 when the runtime cannot say). */
+inline int sm_count_of(int dev)
+{
+    static std::atomic<int> known[64]; /* 0: not asked yet */
+    if (dev < 0 || dev >= 64) return 16;
+    int n = known[dev].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        return 16; /* not kept: asked again next time */
+    }
+    known[dev].store(n, std::memory_order_relaxed);
+    return n;
+}
+
+/* Blocks of kernel k resident at once on one SM of device dev (which must
+ * be current) at `threads` a block and `smem` bytes of dynamic shared
+ * memory: the occupancy calculator, asked once per (device, kernel,
+ * threads, smem). 0 when it fails (not kept). */
+template <typename K> inline int resident_blocks(int dev, K *k, int threads, size_t smem)
+{
+    struct entry {
+        const void *k;
+        int dev, threads;
+        size_t smem;
+        int n;
+    };
+    enum { kEntries = 256 }; /* kernels a process launches this way: a few dozen */
+    static std::mutex mu;
+    static entry table[kEntries];
+    static int used = 0;
+    const void *key = reinterpret_cast<const void *>(k);
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int i = 0; i < used; i++) {
+            const entry &e = table[i];
+            if (e.k == key && e.dev == dev && e.threads == threads && e.smem == smem) return e.n;
+        }
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, threads, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (used < kEntries) table[used++] = entry{key, dev, threads, smem, n};
+    return n;
+}
 
 } // namespace prnn_cuda
 
