@@ -750,12 +750,24 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
 }
 
 /* The few-chain forward's staged steps (chunked_scan_kernel's SX): kStageSteps
- * more steps a thread in shared memory, where the longer tiles still number
- * at least kStageWaves per SM. PRNN_CHUNK_SX / PRNN_STAGE_WAVES: lab sweeps. */
+ * more steps a thread in shared memory, after its kStageRegSteps in
+ * registers at kStageBlocks blocks per SM, where the longer tiles still
+ * number at least kStageWaves per SM. PRNN_CHUNK_SX, PRNN_STAGE_REG_STEPS,
+ * PRNN_STAGE_BLOCKS and PRNN_STAGE_WAVES: lab sweeps. */
 #ifdef PRNN_CHUNK_SX
 constexpr int kStageSteps = PRNN_CHUNK_SX;
 #else
 constexpr int kStageSteps = 16;
+#endif
+#ifdef PRNN_STAGE_REG_STEPS
+constexpr int kStageRegSteps = PRNN_STAGE_REG_STEPS;
+#else
+constexpr int kStageRegSteps = 16;
+#endif
+#ifdef PRNN_STAGE_BLOCKS
+constexpr int kStageBlocks = PRNN_STAGE_BLOCKS;
+#else
+constexpr int kStageBlocks = 1;
 #endif
 #ifdef PRNN_STAGE_WAVES
 constexpr int64_t kStageWaves = PRNN_STAGE_WAVES;
@@ -766,7 +778,7 @@ template <int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const sca
 {
     const int lg_tx = chunked_lg_tx<VEC>(p.H, 16 * VEC);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
-    const int64_t steps = TY * (chunk_steps<VEC, 16>() + kStageSteps);
+    const int64_t steps = TY * (chunk_steps<VEC, kStageRegSteps>() + kStageSteps);
     const int64_t tiles = p.B * ceil_div(p.H, W) * ceil_div(p.T, steps);
     return kStageSteps > 0 && tiles >= kStageWaves * st->sm_count;
 }
@@ -791,7 +803,8 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     if (chains < kFewChains) {
         if constexpr (!BWD && VEC > 1) {
             if (chunked_stage_steps<VEC>(st, p))
-                return chunked_launch<T, VEC, BWD, 16, 1, kStageSteps>(st, p, 16 * VEC);
+                return chunked_launch<T, VEC, BWD, kStageRegSteps, kStageBlocks, kStageSteps>(
+                    st, p, 16 * VEC);
         }
         return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
     }
