@@ -743,6 +743,11 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     if (smem > 0)
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem));
+    /* staged steps at MB blocks per SM need MB blocks' shared memory there:
+     * the largest carveout (lab settings only, PRNN_STAGE_BLOCKS) */
+    if constexpr (SX > 0 && MB > 1)
+        PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared));
     PRNN_LAUNCH_SMEM(kernel, (unsigned)nblocks, kThreads, smem, st->stream, cp);
     PRNN_CU_LAUNCHED();
     st->ticket_base += (unsigned long long)nblocks;

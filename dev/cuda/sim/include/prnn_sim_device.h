@@ -86,7 +86,11 @@ template <typename T> inline T __ldg(const T *p) { return *p; }
 /* Asynchronous copies complete at once here. */
 inline void cp_async16(void *smem, const void *gmem) { memcpy(smem, gmem, 16); }
 inline void cp_async_wait_all() {}
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+};
+enum cudaSharedCarveout { cudaSharedmemCarveoutMaxShared = 100 };
 template <typename K> inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int)
 {
     return cudaSuccess;
