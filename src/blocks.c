@@ -102,6 +102,10 @@ static inline double ld(const void *p, int64_t i, int f64)
     return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
 
+/* e^x in the dtype's working precision: double for F64, float for F32 (as
+ * the GPU computes it; the sums around it stay double). */
+static inline double exp_of(double x, int f64) { return f64 ? exp(x) : (double)expf((float)x); }
+
 static inline void st(void *p, int64_t i, int f64, double v)
 {
     if (f64)
@@ -493,7 +497,7 @@ prnn_status prnn_xent_forward(prnn_ctx *ctx, void *loss, void *row_loss, void *l
             const double z = ld(logits, row + v, f64);
             if (z > m) m = z;
         }
-        for (int64_t v = 0; v < V; v++) sum += exp(ld(logits, row + v, f64) - m);
+        for (int64_t v = 0; v < V; v++) sum += exp_of(ld(logits, row + v, f64) - m, f64);
         const double l = m + log(sum);
         const int32_t t = targets[n];
         rl[n] = t >= 0 ? l - ld(logits, row + t, f64) : 0.0;
@@ -541,7 +545,7 @@ prnn_status prnn_xent_backward(prnn_ctx *ctx, void *dlogits, const void *logits,
         const int32_t t = targets[n];
         const double l = ld(lse, n, f64);
         for (int64_t v = 0; v < V; v++) {
-            const double p = t >= 0 ? exp(ld(logits, row + v, f64) - l) : 0.0;
+            const double p = t >= 0 ? exp_of(ld(logits, row + v, f64) - l, f64) : 0.0;
             st(dlogits, row + v, f64, t >= 0 ? (p - (v == t)) * scale : 0.0);
         }
     }
