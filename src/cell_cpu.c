@@ -211,6 +211,16 @@ static inline REAL FN(sig)(REAL v)
     return z / ((REAL)1 + z);
 }
 
+/* sigma(v), and sigma(-v) in *neg, from one exponential: both stay
+ * accurate in their small tails (e^-|v| <= 1, no overflow). */
+static inline REAL FN(sigs)(REAL v, REAL *neg)
+{
+    const REAL z = (REAL)exp(-(REAL)fabs(v));
+    const REAL big = (REAL)1 / ((REAL)1 + z), small = z * big; /* sigma(|v|), sigma(-|v|) */
+    *neg = v >= 0 ? small : big;
+    return v >= 0 ? big : small;
+}
+
 static inline REAL FN(softplus)(REAL v)
 {
     return v > 0 ? v + (REAL)log1p(exp(-v)) : (REAL)log1p(exp(v));
@@ -221,7 +231,10 @@ static inline REAL FN(gpos)(REAL v) { return v >= 0 ? v + (REAL)0.5 : FN(sig)(v)
 
 static inline REAL FN(gpos_d)(REAL v)
 {
-    return v >= 0 ? (REAL)1 : FN(sig)(v) * FN(sig)(-v);
+    if (v >= 0) return (REAL)1;
+    REAL neg;
+    const REAL s = FN(sigs)(v, &neg);
+    return s * neg;
 }
 
 /* log g(v): log(v + 1/2), or log sigma(v) = -softplus(-v) for v < 0. */
@@ -269,8 +282,10 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                     pa[j] = -FN(softplus)(k);
                     if (pb) pb[j] = -FN(softplus)(-k) + FN(loggpos)(n);
                 } else {
-                    pa[j] = FN(sig)(-k);
-                    if (pb) pb[j] = FN(sig)(k) * FN(gpos)(n);
+                    REAL sk_neg;
+                    const REAL sk = FN(sigs)(k, &sk_neg);
+                    pa[j] = sk_neg;
+                    if (pb) pb[j] = sk * FN(gpos)(n);
                 }
             }
             break;
@@ -284,32 +299,37 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                     pa[j] = -FN(softplus)(diff);
                     if (pb) pb[j] = -FN(softplus)(-diff) + FN(loggpos)(n);
                 } else {
-                    pa[j] = FN(sig)(-diff);
-                    if (pb) pb[j] = FN(sig)(diff) * FN(gpos)(n);
+                    REAL sd_neg;
+                    const REAL sd = FN(sigs)(diff, &sd_neg);
+                    pa[j] = sd_neg;
+                    if (pb) pb[j] = sd * FN(gpos)(n);
                 }
             }
             break;
         case PRNN_CELL_QRNN:
             for (int64_t j = 0; j < H; j++) {
                 const REAL z = PV(0), f = PV(1);
-                const REAL in = e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : FN(sig)(-f);
-                pa[j] = FN(sig)(f);
+                REAL sf_neg;
+                pa[j] = FN(sigs)(f, &sf_neg);
+                const REAL in = e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : sf_neg;
                 if (pb) pb[j] = in * (REAL)tanh(z);
             }
             break;
         case PRNN_CELL_SRU:
             for (int64_t j = 0; j < H; j++) {
                 const REAL u = PV(0), f = PV(1);
-                pa[j] = FN(sig)(f);
-                if (pb) pb[j] = FN(sig)(-f) * u;
+                REAL sf_neg;
+                pa[j] = FN(sigs)(f, &sf_neg);
+                if (pb) pb[j] = sf_neg * u;
             }
             break;
         case PRNN_CELL_GILR_LSTM:
             for (int64_t j = 0; j < H; j++) {
                 if (sur) {
                     const REAL g = PV(0), jj = PV(1);
-                    pa[j] = FN(sig)(g);
-                    if (pb) pb[j] = FN(sig)(-g) * (REAL)tanh(jj);
+                    REAL sg_neg;
+                    pa[j] = FN(sigs)(g, &sg_neg);
+                    if (pb) pb[j] = sg_neg * (REAL)tanh(jj);
                 } else {
                     const REAL f = PV(2), i = PV(3), z = PV(5);
                     pa[j] = FN(sig)(f);
@@ -350,7 +370,9 @@ static prnn_status FN(out_fwd)(prnn_ctx *ctx, const cell_ew *e, void *vy, int64_
             for (int64_t j = 0; j < H; j++) {
                 const REAL rr = PV(2);
                 const REAL hw = e->G == 4 ? PV(3) : x[r * D + j];
-                py[j] = FN(sig)(rr) * (REAL)tanh(pc[j]) + FN(sig)(-rr) * hw;
+                REAL sr_neg;
+                const REAL sr = FN(sigs)(rr, &sr_neg);
+                py[j] = sr * (REAL)tanh(pc[j]) + sr_neg * hw;
             }
         } else if (og >= 0) {
             for (int64_t j = 0; j < H; j++) py[j] = FN(sig)(PV(og)) * pc[j];
@@ -386,7 +408,8 @@ static prnn_status FN(out_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdc, void 
         const REAL *p = P + r * GH, *pc = c + r * H, *pdy = dy + r * ldy;
         if (sru) {
             for (int64_t j = 0; j < H; j++) {
-                const REAL rr = PV(2), sr = FN(sig)(rr), sc = FN(sig)(-rr);
+                REAL sc;
+                const REAL rr = PV(2), sr = FN(sigs)(rr, &sc);
                 const REAL tc = (REAL)tanh(pc[j]);
                 const REAL hw = e->G == 4 ? PV(3) : x[r * D + j];
                 pdc[j] = pdy[j] * sr * ((REAL)1 - tc * tc);
@@ -398,9 +421,10 @@ static prnn_status FN(out_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdc, void 
             }
         } else if (og >= 0) {
             for (int64_t j = 0; j < H; j++) {
-                const REAL o = PV(og), so = FN(sig)(o);
+                REAL so_neg;
+                const REAL o = PV(og), so = FN(sigs)(o, &so_neg);
                 pdc[j] = pdy[j] * so;
-                pdP[og * H + j] = pdy[j] * pc[j] * so * FN(sig)(-o);
+                pdP[og * H + j] = pdy[j] * pc[j] * so * so_neg;
             }
         } else if (e->log_space) {
             for (int64_t j = 0; j < H; j++) pdc[j] = pdy[j] * (REAL)exp(pc[j]);
@@ -452,7 +476,8 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
         switch (e->type) {
         case PRNN_CELL_MINGRU:
             for (int64_t j = 0; j < H; j++) {
-                const REAL k = PV(0), n = PV(1), z = FN(sig)(k), zc = FN(sig)(-k);
+                REAL zc;
+                const REAL k = PV(0), n = PV(1), z = FN(sigs)(k, &zc);
                 if (lg) {
                     q[j] = -pda[j] * z + pdb[j] * zc;
                     q[H + j] = pdb[j] * FN(loggpos_d)(n);
@@ -466,7 +491,8 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             for (int64_t j = 0; j < H; j++) {
                 const REAL f = PV(0), i = PV(1), n = PV(2);
                 const REAL diff = FN(softplus)(-f) - FN(softplus)(-i);
-                const REAL fp = FN(sig)(-diff), ip = FN(sig)(diff);
+                REAL fp;
+                const REAL ip = FN(sigs)(diff, &fp);
                 REAL dd;
                 if (lg) {
                     dd = -pda[j] * ip + pdb[j] * fp;
@@ -482,11 +508,13 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
         case PRNN_CELL_QRNN:
             for (int64_t j = 0; j < H; j++) {
                 const REAL z = PV(0), f = PV(1), tz = (REAL)tanh(z);
-                const REAL sf = FN(sig)(f), sfc = FN(sig)(-f);
+                REAL sfc;
+                const REAL sf = FN(sigs)(f, &sfc);
                 if (e->pooling == PRNN_QRNN_IFO) {
-                    const REAL i = PV(3), si = FN(sig)(i);
+                    REAL si_neg;
+                    const REAL i = PV(3), si = FN(sigs)(i, &si_neg);
                     q[H + j] = pda[j] * sf * sfc;
-                    q[3 * H + j] = pdb[j] * tz * si * FN(sig)(-i);
+                    q[3 * H + j] = pdb[j] * tz * si * si_neg;
                     q[j] = pdb[j] * si * ((REAL)1 - tz * tz);
                 } else {
                     q[H + j] = sf * sfc * (pda[j] - pdb[j] * tz);
@@ -496,7 +524,8 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             break;
         case PRNN_CELL_SRU:
             for (int64_t j = 0; j < H; j++) {
-                const REAL u = PV(0), f = PV(1), sf = FN(sig)(f), sfc = FN(sig)(-f);
+                REAL sfc;
+                const REAL u = PV(0), f = PV(1), sf = FN(sigs)(f, &sfc);
                 q[H + j] = sf * sfc * (pda[j] - pdb[j] * u);
                 q[j] = pdb[j] * sfc;
             }
@@ -505,14 +534,16 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             for (int64_t j = 0; j < H; j++) {
                 if (sur) {
                     const REAL g = PV(0), jj = PV(1), tj = (REAL)tanh(jj);
-                    const REAL sg = FN(sig)(g), sgc = FN(sig)(-g);
+                    REAL sgc;
+                    const REAL sg = FN(sigs)(g, &sgc);
                     q[j] = sg * sgc * (pda[j] - pdb[j] * tj);
                     q[H + j] = pdb[j] * sgc * ((REAL)1 - tj * tj);
                 } else {
                     const REAL f = PV(2), i = PV(3), z = PV(5), tz = (REAL)tanh(z);
-                    const REAL si = FN(sig)(i);
-                    q[2 * H + j] = pda[j] * FN(sig)(f) * FN(sig)(-f);
-                    q[3 * H + j] = pdb[j] * tz * si * FN(sig)(-i);
+                    REAL si_neg, sf_neg;
+                    const REAL si = FN(sigs)(i, &si_neg), sf = FN(sigs)(f, &sf_neg);
+                    q[2 * H + j] = pda[j] * sf * sf_neg;
+                    q[3 * H + j] = pdb[j] * tz * si * si_neg;
                     q[5 * H + j] = pdb[j] * si * ((REAL)1 - tz * tz);
                 }
             }
