@@ -24,6 +24,21 @@
 
 #include "cell_internal.h"
 
+/*
+ * The maps' channel loops vectorize: their exponentials go to glibc's
+ * vector variants (libmvec, in libm since glibc 2.22) where GCC is told
+ * these exist, which glibc's own headers do only under -ffast-math. This
+ * file is compiled with -fno-math-errno and -fno-trapping-math
+ * (cmake/cells.cmake), so that exp is a pure function and both arms of a
+ * select may be computed; the scalar functions below are written without
+ * calls under a condition. Results are the same on every run: each
+ * channel takes the vector or the scalar path by its index alone.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+float expf(float) __attribute__((simd("notinbranch")));
+double(exp)(double) __attribute__((simd("notinbranch"))); /* (exp): not tgmath's macro */
+#endif
+
 /* Loops with less work than this many elements run on one thread: the
  * fork/join of a parallel region costs more than they do. */
 #define CELL_PAR_MIN 32768
@@ -204,11 +219,12 @@ prnn_status prnn_cpu_cell_convert(prnn_ctx *ctx, prnn_dtype dtype, int dir, int6
 /* ------------------------------------------------------------------------ */
 /* Scalar functions, stable over the whole range of v                        */
 
+/* e^-|v| overflows nowhere, and where it underflows sigma(v) is 1 or its
+ * tail below the smallest normal. */
 static inline REAL FN(sig)(REAL v)
 {
-    if (v >= 0) return (REAL)1 / ((REAL)1 + (REAL)exp(-v));
-    const REAL z = (REAL)exp(v);
-    return z / ((REAL)1 + z);
+    const REAL z = (REAL)exp(-(REAL)fabs(v)), big = (REAL)1 / ((REAL)1 + z);
+    return v >= 0 ? big : z * big;
 }
 
 /* sigma(v), and sigma(-v) in *neg, from one exponential: both stay
@@ -226,15 +242,15 @@ static inline REAL FN(softplus)(REAL v)
     return v > 0 ? v + (REAL)log1p(exp(-v)) : (REAL)log1p(exp(v));
 }
 
-/* g(v) = v + 1/2 for v >= 0, sigma(v) below: positive, continuous, C1 at 0. */
+/* g(v) = v + 1/2 for v >= 0, sigma(v) below: positive, continuous, C1 at 0.
+ * Its derivative below 0 is sigma(v) sigma(-v). */
 static inline REAL FN(gpos)(REAL v) { return v >= 0 ? v + (REAL)0.5 : FN(sig)(v); }
 
 static inline REAL FN(gpos_d)(REAL v)
 {
-    if (v >= 0) return (REAL)1;
     REAL neg;
     const REAL s = FN(sigs)(v, &neg);
-    return s * neg;
+    return v >= 0 ? (REAL)1 : s * neg;
 }
 
 /* log g(v): log(v + 1/2), or log sigma(v) = -softplus(-v) for v < 0. */
@@ -276,12 +292,15 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
         REAL *pa = a + r * H, *pb = b ? b + r * H : NULL; /* NULL: a alone */
         switch (e->type) {
         case PRNN_CELL_MINGRU:
-            for (int64_t j = 0; j < H; j++) {
-                const REAL k = PV(0), n = PV(1);
-                if (lg) {
+            if (lg) {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL k = PV(0), n = PV(1);
                     pa[j] = -FN(softplus)(k);
                     if (pb) pb[j] = -FN(softplus)(-k) + FN(loggpos)(n);
-                } else {
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL k = PV(0), n = PV(1);
                     REAL sk_neg;
                     const REAL sk = FN(sigs)(k, &sk_neg);
                     pa[j] = sk_neg;
@@ -475,13 +494,17 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
         const REAL *p = P + r * GH, *pda = da + r * H, *pdb = db + r * H;
         switch (e->type) {
         case PRNN_CELL_MINGRU:
-            for (int64_t j = 0; j < H; j++) {
-                REAL zc;
-                const REAL k = PV(0), n = PV(1), z = FN(sigs)(k, &zc);
-                if (lg) {
+            if (lg) {
+                for (int64_t j = 0; j < H; j++) {
+                    REAL zc;
+                    const REAL k = PV(0), n = PV(1), z = FN(sigs)(k, &zc);
                     q[j] = -pda[j] * z + pdb[j] * zc;
                     q[H + j] = pdb[j] * FN(loggpos_d)(n);
-                } else {
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
+                    REAL zc;
+                    const REAL k = PV(0), n = PV(1), z = FN(sigs)(k, &zc);
                     q[j] = z * zc * (pdb[j] * FN(gpos)(n) - pda[j]);
                     q[H + j] = pdb[j] * z * FN(gpos_d)(n);
                 }
