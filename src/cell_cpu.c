@@ -30,9 +30,10 @@
  * these exist, which glibc's own headers do only under -ffast-math. This
  * file is compiled with -fno-math-errno and -fno-trapping-math
  * (cmake/cells.cmake), so that exp is a pure function and both arms of a
- * select may be computed; the scalar functions below are written without
- * calls under a condition. Results are the same on every run: each
- * channel takes the vector or the scalar path by its index alone.
+ * select may be computed; the scalar functions below compute both arms of
+ * their selects. Loops that need log1p or tanh (log space, QRNN, GILR-LSTM)
+ * stay scalar. Results are the same on every run: each channel takes the
+ * vector or the scalar path by its index alone.
  */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
 float expf(float) __attribute__((simd("notinbranch")));
@@ -244,7 +245,11 @@ static inline REAL FN(softplus)(REAL v)
 
 /* g(v) = v + 1/2 for v >= 0, sigma(v) below: positive, continuous, C1 at 0.
  * Its derivative below 0 is sigma(v) sigma(-v). */
-static inline REAL FN(gpos)(REAL v) { return v >= 0 ? v + (REAL)0.5 : FN(sig)(v); }
+static inline REAL FN(gpos)(REAL v)
+{
+    const REAL s = FN(sig)(v);
+    return v >= 0 ? v + (REAL)0.5 : s;
+}
 
 static inline REAL FN(gpos_d)(REAL v)
 {
@@ -261,7 +266,8 @@ static inline REAL FN(loggpos)(REAL v)
 
 static inline REAL FN(loggpos_d)(REAL v)
 {
-    return v >= 0 ? (REAL)1 / (v + (REAL)0.5) : FN(sig)(-v);
+    const REAL s = FN(sig)(-v);
+    return v >= 0 ? (REAL)1 / (v + (REAL)0.5) : s;
 }
 
 /* log(exp(x) + exp(y)), exact when either side is -inf. */
