@@ -31,13 +31,25 @@
  * file is compiled with -fno-math-errno and -fno-trapping-math
  * (cmake/cells.cmake), so that exp is a pure function and both arms of a
  * select may be computed; the scalar functions below compute both arms of
- * their selects. Loops that need log1p or tanh (log space, QRNN, GILR-LSTM)
- * stay scalar. Results are the same on every run: each channel takes the
- * vector or the scalar path by its index alone.
+ * their selects. tanh and log1p have vector variants from glibc 2.35 on;
+ * with an older glibc the loops that need them (QRNN, GILR-LSTM, minLSTM,
+ * log space) stay scalar. Results are the same on every run: each channel
+ * takes the vector or the scalar path by its index alone.
  */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-float expf(float) __attribute__((simd("notinbranch")));
-double(exp)(double) __attribute__((simd("notinbranch"))); /* (exp): not tgmath's macro */
+/* (name): the function, not tgmath's macro */
+#define PRNN_VECTOR_MATH __attribute__((simd("notinbranch")))
+float expf(float) PRNN_VECTOR_MATH;
+double(exp)(double) PRNN_VECTOR_MATH;
+float logf(float) PRNN_VECTOR_MATH;
+double(log)(double) PRNN_VECTOR_MATH;
+#if __GLIBC_PREREQ(2, 35) /* at most 1 ulp (tanhf) and 2 (log1pf) measured over their ranges */
+float tanhf(float) PRNN_VECTOR_MATH;
+double(tanh)(double) PRNN_VECTOR_MATH;
+float log1pf(float) PRNN_VECTOR_MATH;
+double(log1p)(double) PRNN_VECTOR_MATH;
+#endif
+#undef PRNN_VECTOR_MATH
 #endif
 
 /* Loops with less work than this many elements run on one thread: the
@@ -238,9 +250,10 @@ static inline REAL FN(sigs)(REAL v, REAL *neg)
     return v >= 0 ? big : small;
 }
 
+/* log(1 + e^v) = max(v, 0) + log(1 + e^-|v|) */
 static inline REAL FN(softplus)(REAL v)
 {
-    return v > 0 ? v + (REAL)log1p(exp(-v)) : (REAL)log1p(exp(v));
+    return (v > 0 ? v : (REAL)0) + (REAL)log1p(exp(-(REAL)fabs(v)));
 }
 
 /* g(v) = v + 1/2 for v >= 0, sigma(v) below: positive, continuous, C1 at 0.
@@ -331,13 +344,20 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
                 }
             }
             break;
-        case PRNN_CELL_QRNN:
-            for (int64_t j = 0; j < H; j++) {
-                const REAL z = PV(0), f = PV(1);
-                REAL sf_neg;
-                pa[j] = FN(sigs)(f, &sf_neg);
-                const REAL in = e->pooling == PRNN_QRNN_IFO ? FN(sig)(PV(3)) : sf_neg;
-                if (pb) pb[j] = in * (REAL)tanh(z);
+        case PRNN_CELL_QRNN: /* the input gate: i (ifo), else 1 - f */
+            if (e->pooling == PRNN_QRNN_IFO) {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL z = PV(0), f = PV(1), i = PV(3);
+                    pa[j] = FN(sig)(f);
+                    if (pb) pb[j] = FN(sig)(i) * (REAL)tanh(z);
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL z = PV(0), f = PV(1);
+                    REAL sf_neg;
+                    pa[j] = FN(sigs)(f, &sf_neg);
+                    if (pb) pb[j] = sf_neg * (REAL)tanh(z);
+                }
             }
             break;
         case PRNN_CELL_SRU:
@@ -349,13 +369,15 @@ static prnn_status FN(gates_fwd)(prnn_ctx *ctx, const cell_ew *e, void *va, void
             }
             break;
         case PRNN_CELL_GILR_LSTM:
-            for (int64_t j = 0; j < H; j++) {
-                if (sur) {
+            if (sur) {
+                for (int64_t j = 0; j < H; j++) {
                     const REAL g = PV(0), jj = PV(1);
                     REAL sg_neg;
                     pa[j] = FN(sigs)(g, &sg_neg);
                     if (pb) pb[j] = sg_neg * (REAL)tanh(jj);
-                } else {
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
                     const REAL f = PV(2), i = PV(3), z = PV(5);
                     pa[j] = FN(sig)(f);
                     if (pb) pb[j] = FN(sig)(i) * (REAL)tanh(z);
@@ -535,17 +557,20 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             }
             break;
         case PRNN_CELL_QRNN:
-            for (int64_t j = 0; j < H; j++) {
-                const REAL z = PV(0), f = PV(1), tz = (REAL)tanh(z);
-                REAL sfc;
-                const REAL sf = FN(sigs)(f, &sfc);
-                if (e->pooling == PRNN_QRNN_IFO) {
-                    REAL si_neg;
-                    const REAL i = PV(3), si = FN(sigs)(i, &si_neg);
+            if (e->pooling == PRNN_QRNN_IFO) {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL z = PV(0), f = PV(1), i = PV(3), tz = (REAL)tanh(z);
+                    REAL sfc, si_neg;
+                    const REAL sf = FN(sigs)(f, &sfc), si = FN(sigs)(i, &si_neg);
                     q[H + j] = pda[j] * sf * sfc;
                     q[3 * H + j] = pdb[j] * tz * si * si_neg;
                     q[j] = pdb[j] * si * ((REAL)1 - tz * tz);
-                } else {
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
+                    const REAL z = PV(0), f = PV(1), tz = (REAL)tanh(z);
+                    REAL sfc;
+                    const REAL sf = FN(sigs)(f, &sfc);
                     q[H + j] = sf * sfc * (pda[j] - pdb[j] * tz);
                     q[j] = pdb[j] * sfc * ((REAL)1 - tz * tz);
                 }
@@ -560,14 +585,16 @@ static prnn_status FN(gates_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdP, con
             }
             break;
         case PRNN_CELL_GILR_LSTM:
-            for (int64_t j = 0; j < H; j++) {
-                if (sur) {
+            if (sur) {
+                for (int64_t j = 0; j < H; j++) {
                     const REAL g = PV(0), jj = PV(1), tj = (REAL)tanh(jj);
                     REAL sgc;
                     const REAL sg = FN(sigs)(g, &sgc);
                     q[j] = sg * sgc * (pda[j] - pdb[j] * tj);
                     q[H + j] = pdb[j] * sgc * ((REAL)1 - tj * tj);
-                } else {
+                }
+            } else {
+                for (int64_t j = 0; j < H; j++) {
                     const REAL f = PV(2), i = PV(3), z = PV(5), tz = (REAL)tanh(z);
                     REAL si_neg, sf_neg;
                     const REAL si = FN(sigs)(i, &si_neg), sf = FN(sigs)(f, &sf_neg);
