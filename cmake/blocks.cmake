@@ -4,6 +4,7 @@
 # suite is prnn_test_blocks, the GPU suite prnn_gpu_test_blocks (it skips
 # and passes without a device); scripts/test.sh finds both by name.
 target_sources(libprnn PRIVATE src/blocks.c)
+set_source_files_properties(src/blocks.c PROPERTIES COMPILE_OPTIONS "${PRNN_VMATH_FLAGS}")
 
 add_executable(prnn_test_blocks tests/test_blocks.c)
 target_include_directories(prnn_test_blocks PRIVATE tests tools)

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "blocks_internal.h"
+#include "cpu_vmath.h"
 
 /* Columns one thread owns in a column sum: enough contiguous doubles per row
  * to stream well, few enough that D = 256 still feeds four threads. */
@@ -101,10 +102,6 @@ static inline double ld(const void *p, int64_t i, int f64)
 {
     return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
-
-/* e^x in the dtype's working precision: double for F64, float for F32 (as
- * the GPU computes it; the sums around it stay double). */
-static inline double exp_of(double x, int f64) { return f64 ? exp(x) : (double)expf((float)x); }
 
 static inline void st(void *p, int64_t i, int f64, double v)
 {
@@ -497,7 +494,13 @@ prnn_status prnn_xent_forward(prnn_ctx *ctx, void *loss, void *row_loss, void *l
             const double z = ld(logits, row + v, f64);
             if (z > m) m = z;
         }
-        for (int64_t v = 0; v < V; v++) sum += exp_of(ld(logits, row + v, f64) - m, f64);
+        if (f64) {
+            for (int64_t v = 0; v < V; v++) sum += exp(ld(logits, row + v, f64) - m);
+        } else { /* e^x in float, as the GPU computes it (vectorized: cpu_vmath.h) */
+            const float *z = (const float *)logits + row, mf = (float)m;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t v = 0; v < V; v++) sum += (double)expf(z[v] - mf);
+        }
         const double l = m + log(sum);
         const int32_t t = targets[n];
         rl[n] = t >= 0 ? l - ld(logits, row + t, f64) : 0.0;
@@ -544,9 +547,18 @@ prnn_status prnn_xent_backward(prnn_ctx *ctx, void *dlogits, const void *logits,
         const int64_t row = n * V;
         const int32_t t = targets[n];
         const double l = ld(lse, n, f64);
-        for (int64_t v = 0; v < V; v++) {
-            const double p = t >= 0 ? exp_of(ld(logits, row + v, f64) - l, f64) : 0.0;
-            st(dlogits, row + v, f64, t >= 0 ? (p - (v == t)) * scale : 0.0);
+        if (t < 0) {
+            for (int64_t v = 0; v < V; v++) st(dlogits, row + v, f64, 0.0);
+        } else if (f64) {
+            for (int64_t v = 0; v < V; v++) {
+                const double p = exp(ld(logits, row + v, f64) - l);
+                st(dlogits, row + v, f64, (p - (v == t)) * scale);
+            }
+        } else { /* in float, as the GPU computes it (vectorized: cpu_vmath.h) */
+            const float *z = (const float *)logits + row, lf = (float)l, sf = (float)scale;
+            float *dz = (float *)dlogits + row;
+#pragma omp simd
+            for (int64_t v = 0; v < V; v++) dz[v] = (expf(z[v] - lf) - (float)(v == t)) * sf;
         }
     }
     return PRNN_OK;

@@ -23,34 +23,12 @@
 #include <tgmath.h> /* exp, log, tanh, ... of float are the float versions */
 
 #include "cell_internal.h"
+#include "cpu_vmath.h"
 
-/*
- * The maps' channel loops vectorize: their exponentials go to glibc's
- * vector variants (libmvec, in libm since glibc 2.22) where GCC is told
- * these exist, which glibc's own headers do only under -ffast-math. This
- * file is compiled with -fno-math-errno and -fno-trapping-math
- * (cmake/cells.cmake), so that exp is a pure function and both arms of a
- * select may be computed; the scalar functions below compute both arms of
- * their selects. tanh and log1p have vector variants from glibc 2.35 on;
- * with an older glibc the loops that need them (QRNN, GILR-LSTM, minLSTM,
- * log space) stay scalar. Results are the same on every run: each channel
- * takes the vector or the scalar path by its index alone.
- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
-/* (name): the function, not tgmath's macro */
-#define PRNN_VECTOR_MATH __attribute__((simd("notinbranch")))
-float expf(float) PRNN_VECTOR_MATH;
-double(exp)(double) PRNN_VECTOR_MATH;
-float logf(float) PRNN_VECTOR_MATH;
-double(log)(double) PRNN_VECTOR_MATH;
-#if __GLIBC_PREREQ(2, 35) /* at most 1 ulp (tanhf) and 2 (log1pf) measured over their ranges */
-float tanhf(float) PRNN_VECTOR_MATH;
-double(tanh)(double) PRNN_VECTOR_MATH;
-float log1pf(float) PRNN_VECTOR_MATH;
-double(log1p)(double) PRNN_VECTOR_MATH;
-#endif
-#undef PRNN_VECTOR_MATH
-#endif
+/* The maps' channel loops vectorize (cpu_vmath.h): the scalar functions
+ * below compute both arms of their selects. With a glibc older than 2.35
+ * the loops that need tanh or log1p (QRNN, GILR-LSTM, minLSTM, log space)
+ * stay scalar. */
 
 /* Loops with less work than this many elements run on one thread: the
  * fork/join of a parallel region costs more than they do. */
@@ -414,12 +392,14 @@ static prnn_status FN(out_fwd)(prnn_ctx *ctx, const cell_ew *e, void *vy, int64_
         }
         const REAL *p = P + r * GH, *pc = c + r * H;
         if (e->type == PRNN_CELL_SRU) {
+            /* the highway: group p with its bias (D != H), else x */
+            const REAL *hw = e->G == 4 ? p + 3 * H : x + r * D;
+            const REAL *hwb = e->G == 4 ? bias ? bias + 3 * H : NULL : NULL;
             for (int64_t j = 0; j < H; j++) {
-                const REAL rr = PV(2);
-                const REAL hw = e->G == 4 ? PV(3) : x[r * D + j];
+                const REAL rr = PV(2), h = hw[j] + (hwb ? hwb[j] : (REAL)0);
                 REAL sr_neg;
                 const REAL sr = FN(sigs)(rr, &sr_neg);
-                py[j] = sr * (REAL)tanh(pc[j]) + sr_neg * hw;
+                py[j] = sr * (REAL)tanh(pc[j]) + sr_neg * h;
             }
         } else if (og >= 0) {
             for (int64_t j = 0; j < H; j++) py[j] = FN(sig)(PV(og)) * pc[j];
@@ -454,17 +434,25 @@ static prnn_status FN(out_bwd)(prnn_ctx *ctx, const cell_ew *e, void *vdc, void 
         }
         const REAL *p = P + r * GH, *pc = c + r * H, *pdy = dy + r * ldy;
         if (sru) {
+            /* the highway as in out_fwd; its gradient: dP's group p, or dx += */
+            const int proj = e->G == 4;
+            const REAL *hw = proj ? p + 3 * H : x + r * D;
+            const REAL *hwb = proj ? bias ? bias + 3 * H : NULL : NULL;
             for (int64_t j = 0; j < H; j++) {
                 REAL sc;
                 const REAL rr = PV(2), sr = FN(sigs)(rr, &sc);
-                const REAL tc = (REAL)tanh(pc[j]);
-                const REAL hw = e->G == 4 ? PV(3) : x[r * D + j];
+                const REAL tc = (REAL)tanh(pc[j]), h = hw[j] + (hwb ? hwb[j] : (REAL)0);
                 pdc[j] = pdy[j] * sr * ((REAL)1 - tc * tc);
-                pdP[2 * H + j] = pdy[j] * (tc - hw) * sr * sc;
-                if (e->G == 4)
-                    pdP[3 * H + j] = pdy[j] * sc;
-                else if (dx)
-                    dx[r * D + j] += pdy[j] * sc;
+                pdP[2 * H + j] = pdy[j] * (tc - h) * sr * sc;
+                if (proj) pdP[3 * H + j] = pdy[j] * sc;
+            }
+            if (!proj && dx) { /* dx += (1 - sigma(r)) dy, in a loop of its own */
+                REAL *pdx = dx + r * D;
+                for (int64_t j = 0; j < H; j++) {
+                    REAL sc;
+                    (void)FN(sigs)(PV(2), &sc);
+                    pdx[j] += pdy[j] * sc;
+                }
             }
         } else if (og >= 0) {
             for (int64_t j = 0; j < H; j++) {
