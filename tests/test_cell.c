@@ -487,18 +487,21 @@ typedef struct {
     int64_t n;
 } tensor_pair;
 
-/* Compares each pair (relative error, floor: the reference's RMS) and
- * records one check whose line shows every tensor's max error beside the
- * tolerance; tol 0 asks for identical values. extra_bad adds failures the
- * caller found (reported by the caller). */
-static int compare_pairs(const tensor_pair *tp, int n, double tol, int64_t extra_bad, const char *label)
+/* Compares each pair (relative error, floor: the reference's RMS, or
+ * min_floor where that is larger) and records one check whose line shows
+ * every tensor's max error beside the tolerance; tol 0 asks for identical
+ * values. extra_bad adds failures the caller found (reported by the
+ * caller). */
+static int compare_pairs_floor(const tensor_pair *tp, int n, double tol, double min_floor,
+                               int64_t extra_bad, const char *label)
 {
     char buf[256] = "";
     size_t k = 0;
     int64_t bad = extra_bad;
     for (int i = 0; i < n; i++) {
         if (!tp[i].n) continue;
-        tu_err e = tu_compare_f64(tp[i].got, tp[i].want, tp[i].n, rms(tp[i].want, tp[i].n), tol, tp[i].name);
+        const double floor_ = fmax(rms(tp[i].want, tp[i].n), min_floor);
+        tu_err e = tu_compare_f64(tp[i].got, tp[i].want, tp[i].n, floor_, tol, tp[i].name);
         bad += e.bad;
         if (k < sizeof buf)
             k += (size_t)snprintf(buf + k, sizeof buf - k, " %s %.1e", tp[i].name, e.max_err);
@@ -506,6 +509,11 @@ static int compare_pairs(const tensor_pair *tp, int n, double tol, int64_t extra
     if (tol == 0) tu_check(bad == 0, "%s: identical:%s", label, buf);
     else tu_check(bad == 0, "%s:%s (tol %.0e)", label, buf, tol);
     return bad == 0;
+}
+
+static int compare_pairs(const tensor_pair *tp, int n, double tol, int64_t extra_bad, const char *label)
+{
+    return compare_pairs_floor(tp, n, tol, 0, extra_bad, label);
 }
 
 /* Entries of y (and dx) past a row's length that are not exactly zero
@@ -956,6 +964,75 @@ static void check_log_space(void)
             result_free(&rl), result_free(&rn);
             problem_free(&p);
         }
+    }
+}
+
+/*
+ * Saturated gates: biases of +-100 to +-300 put every pre-activation where
+ * sigma, tanh and softplus saturate and e^|v| overflows float (and, past
+ * 709, double). The maps' stable forms must give finite outputs and
+ * gradients. F32 against F64:
+ * - a pre-activation near 300 is rounded to float with an absolute error
+ *   of up to 300 * 2^-24 = 1.8e-5, which a map reading the difference of
+ *   two of them (minLSTM's normalised gates: f - i) carries into its
+ *   outputs and gradients at that size (worst seen over 300 seeds: 6.2e-5
+ *   of the RMS): TOL_SATURATED = 1e-3 leaves room;
+ * - saturation can shrink a whole gradient tensor to 1e-8 of the O(1)
+ *   inputs and dy, where float resolves it only to about its own eps of
+ *   the terms it is computed from: errors are taken relative to the
+ *   tensor's RMS or SATURATED_FLOOR = 1e-3, whichever is larger (seen: a
+ *   minLSTM log-space dparams of RMS ~1e-8, F32 and F64 apart by 2e-8).
+ * A map gone wrong in saturation (NaN, the wrong tail, a lost sign) shows
+ * as O(1). Odd H = 11 runs the vectorized maps' main loop and their scalar
+ * remainder.
+ */
+#define TOL_SATURATED 1e-3
+#define SATURATED_FLOOR 1e-3
+
+static int all_finite(const double *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
+static void check_saturated(void)
+{
+    printf("\n== saturated gates: biases of +-100 to +-300 ==\n");
+    for (int vi = 0; vi < N_VARIANTS; vi++) {
+        problem p;
+        if (!problem_init(&p, &k_variants[vi], 2, 9, 6, 11, OPT_BIAS | OPT_H0 | OPT_HT)) continue;
+        const int64_t nb = p.G * p.H; /* bias entries of one direction */
+        for (int64_t dir = 0; dir < p.dirs; dir++)
+            for (int64_t i = 0; i < nb; i++)
+                p.params[dir * p.blk + off_bias(&p) + i] =
+                    (tu_next() & 1 ? 1.0 : -1.0) * tu_uniform(100, 300);
+        char label[192];
+        problem_label(&p, "f64/f32", label, sizeof label);
+        result r64, r32;
+        result_alloc(&r64, &p), result_alloc(&r32, &p);
+        run_cfg c64 = {PRNN_DTYPE_F64, 0, PRNN_SCAN_AUTO, 1, NULL, 0};
+        run_cfg c32 = {PRNN_DTYPE_F32, 0, PRNN_SCAN_AUTO, 1, NULL, 0};
+        if (lib_run(g_ctx[0], &p, &c64, &r64, label) && lib_run(g_ctx[0], &p, &c32, &r32, label)) {
+            const int64_t ny = p.B * p.T * p.Hout, ns = p.B * p.S2, nx = p.B * p.T * p.D;
+            int finite = 1;
+            for (int k = 0; k < 2; k++) {
+                const result *r = k ? &r32 : &r64;
+                finite = finite && all_finite(r->y, ny) && all_finite(r->hT, ns) &&
+                         all_finite(r->dx, nx) && all_finite(r->dp, p.P) && all_finite(r->dh0, ns);
+            }
+            tu_check(finite, "%s: y, hT, dx, dparams, dh0 finite in both", label);
+            tensor_pair fw[] = {{"y", r32.y, r64.y, ny}, {"hT", r32.hT, r64.hT, ns}};
+            tensor_pair bw[] = {{"dx", r32.dx, r64.dx, nx}, {"dparams", r32.dp, r64.dp, p.P},
+                                {"dh0", r32.dh0, r64.dh0, ns}};
+            char lab[320];
+            snprintf(lab, sizeof lab, "%s: F32 forward == F64", label);
+            compare_pairs_floor(fw, 2, TOL_SATURATED, SATURATED_FLOOR, 0, lab);
+            snprintf(lab, sizeof lab, "%s: F32 gradients == F64", label);
+            compare_pairs_floor(bw, 3, TOL_SATURATED, SATURATED_FLOOR, 0, lab);
+        }
+        result_free(&r64), result_free(&r32);
+        problem_free(&p);
     }
 }
 
@@ -1463,6 +1540,7 @@ int main(int argc, char **argv)
     check_fd();
     check_accumulate();
     check_log_space();
+    check_saturated();
     check_recompute();
     check_chunks();
     check_threads();
