@@ -66,11 +66,14 @@ struct device_guard {
 #define PRNN_PDL 1
 #endif
 
-__device__ __forceinline__ void grid_dep_begin()
+/* kTrigger = false: the next kernel is scheduled only once this grid has
+ * completed (for a kernel that holds most of an SM's shared memory, whose
+ * carveout the next kernel's early blocks would otherwise inherit). */
+template <bool kTrigger = true> __device__ __forceinline__ void grid_dep_begin()
 {
 #if PRNN_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" :::);
+    if (kTrigger) asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
 

@@ -315,6 +315,15 @@ template <bool BWD, int VEC, int MB> constexpr bool chunk_stages_hprev()
 constexpr int64_t kFewChains = 16;
 
 /* The look-back state of one launch: R chains of nchunks tiles each. */
+/* kernel_triggers_early: the staged kernels that hold most of an SM's
+ * shared memory (the few-chain forward at 2 blocks per SM, the striped
+ * 16-bit forward's staged tiles) let the stream's next kernel start only
+ * once they have completed. With the early start, the next kernel's blocks
+ * took the SMs in this kernel's carveout (about 28 KiB of L1) and kept it:
+ * on an H200 the backward after them ran 10-15 points slower (bf16 16 x
+ * 64K x 768 fwd+bwd 72-73% against 84.4-84.5% without the early start;
+ * dev/cuda/README.md). */
+
 struct lookback_params {
     unsigned long long *words; // (R, nchunks, 3, W) tagged A, B and inclusive words
     unsigned long long *counter;
@@ -533,7 +542,7 @@ __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t ch
 template <typename T, int VEC, bool BWD, int SB, int MB, int SX>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
 {
-    grid_dep_begin();
+    grid_dep_begin<!(SX > 0 && MB > 1)>(); /* see kernel_triggers_early */
     constexpr int S = chunk_steps<VEC, SB>();
     static_assert(SX == 0 || (!BWD && VEC > 1), "staged steps: the forward's vector path");
     __shared__ __align__(16) float sA[kThreads * VEC]; /* (TY, W) running summaries */
@@ -744,7 +753,7 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem));
     /* staged steps at MB blocks per SM need MB blocks' shared memory there:
-     * the largest carveout (lab settings only, PRNN_STAGE_BLOCKS) */
+     * the largest carveout */
     if constexpr (SX > 0 && MB > 1)
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared));
@@ -754,38 +763,38 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     return PRNN_OK;
 }
 
-/* The few-chain forward's staged steps (chunked_scan_kernel's SX): kStageSteps
- * more steps a thread in shared memory, after its kStageRegSteps in
- * registers at kStageBlocks blocks per SM, where the longer tiles still
- * number at least kStageWaves per SM. PRNN_CHUNK_SX, PRNN_STAGE_REG_STEPS,
- * PRNN_STAGE_BLOCKS and PRNN_STAGE_WAVES: lab sweeps. */
-#ifdef PRNN_CHUNK_SX
-constexpr int kStageSteps = PRNN_CHUNK_SX;
+/* The few-chain forward's staged steps (chunked_scan_kernel's SX): a thread
+ * keeps reg steps in registers and copies `staged` more into shared memory,
+ * at `blocks` blocks per SM, where the longer tiles still number at least
+ * kStageWaves per SM. Measured on an H200 (dev/cuda/README.md), fwd /
+ * fwd+bwd % of the copy roofline against 16 + 16 at 1 block per SM: fp32
+ * 8 + 10 at 2 per SM (so one block's look-back overlaps the other's loads)
+ * 1x1Mx256 83.1-84.8 / 80.8-81.8 against 78.8-80.2 / 79.2-79.8, 1x1Mx64
+ * 71.2-71.6 / 72.8-73.3 against 69.6-70.3 / 71.3-71.6; bf16 lost 1-5 points
+ * that way and keeps 16 + 16 at 1. PRNN_CHUNK_SX, PRNN_STAGE_REG_STEPS and
+ * PRNN_STAGE_BLOCKS (all three) and PRNN_STAGE_WAVES: lab sweeps. */
+template <typename T> struct stage_cfg {
+#if defined(PRNN_CHUNK_SX) && defined(PRNN_STAGE_REG_STEPS) && defined(PRNN_STAGE_BLOCKS)
+    static constexpr int reg = PRNN_STAGE_REG_STEPS, staged = PRNN_CHUNK_SX,
+                         blocks = PRNN_STAGE_BLOCKS;
 #else
-constexpr int kStageSteps = 16;
+    static constexpr int reg = sizeof(T) == 4 ? 8 : 16, staged = sizeof(T) == 4 ? 10 : 16,
+                         blocks = sizeof(T) == 4 ? 2 : 1;
 #endif
-#ifdef PRNN_STAGE_REG_STEPS
-constexpr int kStageRegSteps = PRNN_STAGE_REG_STEPS;
-#else
-constexpr int kStageRegSteps = 16;
-#endif
-#ifdef PRNN_STAGE_BLOCKS
-constexpr int kStageBlocks = PRNN_STAGE_BLOCKS;
-#else
-constexpr int kStageBlocks = 1;
-#endif
+};
 #ifdef PRNN_STAGE_WAVES
 constexpr int64_t kStageWaves = PRNN_STAGE_WAVES;
 #else
 constexpr int64_t kStageWaves = 4;
 #endif
-template <int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p)
+template <typename T, int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p)
 {
+    using C = stage_cfg<T>;
     const int lg_tx = chunked_lg_tx<VEC>(p.H, 16 * VEC);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
-    const int64_t steps = TY * (chunk_steps<VEC, kStageRegSteps>() + kStageSteps);
+    const int64_t steps = TY * (chunk_steps<VEC, C::reg>() + C::staged);
     const int64_t tiles = p.B * ceil_div(p.H, W) * ceil_div(p.T, steps);
-    return kStageSteps > 0 && tiles >= kStageWaves * st->sm_count;
+    return C::staged > 0 && tiles >= kStageWaves * st->sm_count;
 }
 
 template <typename T, int VEC, bool BWD>
@@ -807,9 +816,9 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     const int64_t chains = p.B * ceil_div(p.H, W);
     if (chains < kFewChains) {
         if constexpr (!BWD && VEC > 1) {
-            if (chunked_stage_steps<VEC>(st, p))
-                return chunked_launch<T, VEC, BWD, kStageRegSteps, kStageBlocks, kStageSteps>(
-                    st, p, 16 * VEC);
+            using C = stage_cfg<T>;
+            if (chunked_stage_steps<T, VEC>(st, p))
+                return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(st, p, 16 * VEC);
         }
         return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
     }
@@ -848,6 +857,13 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * warp 0 carries each column through the aggregates and leaves the state
  * entering every warp in shared memory (dev/cuda/README.md has both
  * measured).
+ *
+ * Staged tiles (D > 0, the 16-bit forward in 256-byte stripes that number
+ * fewer than the SMs: stage16_takes): the next D tiles' steps go into each
+ * thread's own shared-memory slots as asynchronous copies, a commit group a
+ * tile; a tile is taken from its slots, which are refilled with tile + D
+ * once the summary has consumed them. A block then keeps D tiles in flight
+ * instead of the one its registers hold.
  *
  * Walking whole rows needs no flags, tickets or workspace, and each element
  * is read and written once; the outputs are stored evict-first (st.cs),
@@ -897,6 +913,26 @@ __device__ __forceinline__ void warp_time_scan(float (&A)[VEC], float (&Bs)[VEC]
     }
 }
 
+/* Staged tiles of the striped forward (D > 0): tile slot d of this thread,
+ * S steps of a and b, (S, 2, kThreads) 16-byte slots; D of them a block. */
+template <int S> __device__ __forceinline__ uint4 *stripe_slots(int d)
+{
+    PRNN_DYN_SHARED(uint4, stripe_stage);
+    return stripe_stage + (size_t)d * S * 2 * kThreads + threadIdx.x;
+}
+
+/* Issues the copies of S steps from logical step u0 into a thread's slots
+ * (the identity where there is no step). */
+template <typename T, int VEC, int S>
+__device__ __forceinline__ void stage_tile(const scan_params &p, int64_t row, int64_t u0, int64_t L,
+                                           int64_t col, bool col_ok, uint4 *slots)
+{
+#pragma unroll
+    for (int k = 0; k < S; k++)
+        step_stage<T, VEC>(p, row, u0 + k, L, col, col_ok, slots + (2 * k) * kThreads,
+                           slots + (2 * k + 1) * kThreads);
+}
+
 struct striped_params {
     scan_params s;
     lookback_params lb; /* segments' look-back (nseg > 1) */
@@ -904,10 +940,11 @@ struct striped_params {
     int64_t seg_len;    /* steps per segment, a multiple of the tile's */
 };
 
-template <typename T, int VEC, bool BWD, int S, int MB, bool SEG, int SB>
+template <typename T, int VEC, bool BWD, int S, int MB, bool SEG, int SB, int D = 0>
 __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const striped_params sp)
 {
-    grid_dep_begin();
+    grid_dep_begin<D == 0>(); /* see kernel_triggers_early */
+    static_assert(D == 0 || (!BWD && !SEG && VEC > 1), "staged tiles: the forward's whole-row walk");
     constexpr int CL = stripe_cl<T, VEC, SB>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
     constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
@@ -1000,6 +1037,13 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
 #pragma unroll
         for (int j = 0; j < NC; j++)
             if (keeps && cc(j) < CW) carry[j] = lsm.carry[cc(j)];
+    } else if constexpr (D > 0) {
+        /* staged tiles: the first D tiles' copies, a group each */
+        for (int d = 0; d < D; d++) {
+            stage_tile<T, VEC, S>(p, row, u_begin + d * STEPS + (int64_t)tl * S, L, col, col_ok,
+                                  stripe_slots<S>(d));
+            cp_async_commit();
+        }
     } else {
 #pragma unroll
         for (int k = 0; k < S; k++)
@@ -1008,12 +1052,28 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
 
     /* Sweep 2 (the only one without segments): the walk */
     int par = 0;
-    for (int64_t tile = u_begin; tile < u_end; tile += STEPS, par ^= 1) {
+    for (int64_t tile = u_begin, ti = 0; tile < u_end; tile += STEPS, par ^= 1, ti++) {
         const int64_t u0 = tile + (int64_t)tl * S;
-        R xn[S], yn[S];
-        const int64_t un = !SEG || tile + STEPS < u_end ? u0 + STEPS : kPastEnd;
+        R xn[D > 0 ? 1 : S], yn[D > 0 ? 1 : S];
+        float A[VEC], Bs[VEC];
+        if constexpr (D > 0) {
+            /* this tile from its slots, which then take tile ti + D (the
+             * summary has consumed the registers read from them) */
+            uint4 *slots = stripe_slots<S>((int)(ti % D));
+            cp_async_wait_group<D - 1>();
 #pragma unroll
-        for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, un + k, L, col, col_ok, xn[k], yn[k]);
+            for (int k = 0; k < S; k++) {
+                step_unstage<T, VEC>(slots + (2 * k) * kThreads, x[k]);
+                step_unstage<T, VEC>(slots + (2 * k + 1) * kThreads, y[k]);
+            }
+            summarize<T, VEC, S>(x, y, A, Bs);
+            stage_tile<T, VEC, S>(p, row, u0 + D * STEPS, L, col, col_ok, slots);
+            cp_async_commit();
+        } else {
+            const int64_t un = !SEG || tile + STEPS < u_end ? u0 + STEPS : kPastEnd;
+#pragma unroll
+            for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, un + k, L, col, col_ok, xn[k], yn[k]);
+        }
         /* backward: h_{s-1} of this tile's steps, kept as loaded (16-bit
          * packed) until the end */
         R hq[BWD ? S : 1];
@@ -1022,8 +1082,7 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
             for (int k = 0; k < S; k++) load_hprev_reg<T, VEC>(p, b, u0 + k, L, col, col_ok, hq[k]);
         }
 
-        float A[VEC], Bs[VEC];
-        summarize<T, VEC, S>(x, y, A, Bs);
+        if constexpr (D == 0) summarize<T, VEC, S>(x, y, A, Bs);
         warp_time_scan<CL, TW, VEC>(A, Bs, tw);
         /* the exclusive prefix within the warp, and the warp's aggregate */
         float eA[VEC], eB[VEC];
@@ -1084,8 +1143,10 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
                 if (u0 + k < p.T) store_step<T, VEC, BWD, true>(p, row, u0 + k, L, col, st, hp);
             }
         }
+        if constexpr (D == 0) {
 #pragma unroll
-        for (int k = 0; k < S; k++) { x[k] = xn[k]; y[k] = yn[k]; }
+            for (int k = 0; k < S; k++) { x[k] = xn[k]; y[k] = yn[k]; }
+        }
     }
     /* padding steps are the identity: the carry is the state after the
      * segment's last valid step */
@@ -1168,7 +1229,9 @@ template <typename T, int VEC, int S, int SB = 128> constexpr int64_t striped_st
     return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC, SB>()) * S;
 }
 
-template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128>
+/* A STRIPED launch. D > 0: the forward walking whole rows with D tiles
+ * staged ahead in shared memory. */
+template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128, int D = 0>
 prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
 {
     constexpr int CL = stripe_cl<T, VEC, SB>();
@@ -1180,7 +1243,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
     sp.s = p;
     sp.nstripes = nstripes;
     const int64_t stripes = p.B * nstripes;
-    sp.seg_len = striped_seg_len(st, p, stripes, STEPS, MB);
+    sp.seg_len = D > 0 ? p.T : striped_seg_len(st, p, stripes, STEPS, MB);
     const int64_t nseg = ceil_div(p.T, sp.seg_len); /* segments per row */
     if (nseg > INT32_MAX / stripes) return PRNN_ERR_UNSUPPORTED;
     const int64_t blocks = stripes * nseg;
@@ -1189,12 +1252,43 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
         if (s != PRNN_OK) return s;
         sp.lb = lookback_open(st, nseg);
     }
-    auto *kernel = nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true, SB>
-                            : striped_scan_kernel<T, VEC, BWD, S, MB, false, SB>;
-    PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, sp);
+    if constexpr (D > 0) {
+        auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
+        const size_t smem = (size_t)D * S * 2 * kThreads * sizeof(uint4);
+        PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        PRNN_LAUNCH_SMEM(kernel, (unsigned)blocks, kThreads, smem, st->stream, sp);
+    } else {
+        auto *kernel = nseg > 1 ? striped_scan_kernel<T, VEC, BWD, S, MB, true, SB>
+                                : striped_scan_kernel<T, VEC, BWD, S, MB, false, SB>;
+        PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, sp);
+    }
     PRNN_CU_LAUNCHED();
     if (nseg > 1) st->ticket_base += (unsigned long long)blocks;
     return PRNN_OK;
+}
+
+/* The 16-bit forward in 256-byte stripes where those number at least 0.7
+ * x the SMs but fewer than the SMs (bf16 16 x 768: 96, 16 x 1024: 128):
+ * walking whole rows at 1 block per SM, each block needs more bytes in
+ * flight than its registers hold, so it stages kStage16Tiles tiles ahead
+ * in shared memory. Measured on an H200 (dev/cuda/README.md), bf16 fwd /
+ * fwd+bwd % of the copy roofline against the 128-byte stripes before:
+ * 16x64Kx768 92.1-92.8 / 84.4-84.5 against 85.1-85.7 / 82.8-83.2 (2 tiles
+ * of 12 steps a lane), 16x4Kx768 80.2-80.6 / 80.3-80.6 against 78.0-78.6 /
+ * 80.2-80.3 (1 tile of 8), 16x64Kx1024 95.4-95.7 / 90.3-90.4 against
+ * 94.5-94.9 / 89.2; at 16x4Kx1024 2 tiles of 12 lost 3 points and 1 of 8
+ * ran as before. So rows of at least kStage16LongT steps take 2 of 12,
+ * shorter ones 1 of 8. */
+#ifdef PRNN_STAGE16_LONG_T /* the simulator's small shapes */
+constexpr int64_t kStage16LongT = PRNN_STAGE16_LONG_T;
+#else
+constexpr int64_t kStage16LongT = 16384;
+#endif
+template <typename T, int VEC, bool BWD> bool stage16_takes(const prnn_cuda_state *st, const scan_params &p)
+{
+    if (BWD || VEC == 1 || sizeof(T) != 2) return false;
+    const int64_t blocks = p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC, 256>() * VEC);
+    return 10 * blocks >= 7 * (int64_t)st->sm_count && blocks < st->sm_count;
 }
 
 /* Blocks per SM of a STRIPED launch of `blocks` stripes: 2 for scalars
@@ -1283,6 +1377,12 @@ prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
+    if constexpr (!BWD && VEC > 1 && sizeof(T) == 2) {
+        if (stage16_takes<T, VEC, BWD>(st, p)) {
+            if (p.T >= kStage16LongT) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
+            return striped_launch<T, VEC, BWD, 8, 1, 256, 1>(st, p);
+        }
+    }
     if constexpr (VEC > 1) {
         if (striped_bytes<T, VEC, BWD>(st, p) == 256)
             return striped_run_at<T, VEC, BWD, 256>(st, p);
@@ -1294,6 +1394,7 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD>
 bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
 {
+    if (stage16_takes<T, VEC, BWD>(st, p)) return true;
     if (striped_bytes<T, VEC, BWD>(st, p) == 256) return true;
     return striped_fill_at<T, VEC, BWD, 128>(st, p);
 }

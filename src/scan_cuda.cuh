@@ -417,6 +417,16 @@ __device__ __forceinline__ void cp_async_wait_all()
 {
     asm volatile("cp.async.wait_all;" ::: "memory");
 }
+/* Closes this thread's group of copies issued since the last one. */
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/* Waits until at most N of this thread's groups are pending. */
+template <int N> __device__ __forceinline__ void cp_async_wait_group()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 #endif
 
 /* A block's shared area sized at launch (dynamic shared memory). */

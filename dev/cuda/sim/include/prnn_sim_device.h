@@ -86,6 +86,8 @@ template <typename T> inline T __ldg(const T *p) { return *p; }
 /* Asynchronous copies complete at once here. */
 inline void cp_async16(void *smem, const void *gmem) { memcpy(smem, gmem, 16); }
 inline void cp_async_wait_all() {}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait_group() {}
 enum cudaFuncAttribute {
     cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
     cudaFuncAttributePreferredSharedMemoryCarveout = 9
