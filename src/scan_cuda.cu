@@ -314,7 +314,6 @@ template <bool BWD, int VEC, int MB> constexpr bool chunk_stages_hprev()
 }
 constexpr int64_t kFewChains = 16;
 
-/* The look-back state of one launch: R chains of nchunks tiles each. */
 /* kernel_triggers_early: the staged kernels that hold most of an SM's
  * shared memory (the few-chain forward at 2 blocks per SM, the striped
  * 16-bit forward's staged tiles) let the stream's next kernel start only
@@ -324,6 +323,7 @@ constexpr int64_t kFewChains = 16;
  * 64K x 768 fwd+bwd 72-73% against 84.4-84.5% without the early start;
  * dev/cuda/README.md). */
 
+/* The look-back state of one launch: R chains of nchunks tiles each. */
 struct lookback_params {
     unsigned long long *words; // (R, nchunks, 3, W) tagged A, B and inclusive words
     unsigned long long *counter;
@@ -1270,8 +1270,8 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
 /* The 16-bit forward in 256-byte stripes where those number at least 0.7
  * x the SMs but fewer than the SMs (bf16 16 x 768: 96, 16 x 1024: 128):
  * walking whole rows at 1 block per SM, each block needs more bytes in
- * flight than its registers hold, so it stages kStage16Tiles tiles ahead
- * in shared memory. Measured on an H200 (dev/cuda/README.md), bf16 fwd /
+ * flight than its registers hold, so it stages tiles ahead in shared
+ * memory (striped_scan_kernel's D). Measured on an H200 (dev/cuda/README.md), bf16 fwd /
  * fwd+bwd % of the copy roofline against the 128-byte stripes before:
  * 16x64Kx768 92.1-92.8 / 84.4-84.5 against 85.1-85.7 / 82.8-83.2 (2 tiles
  * of 12 steps a lane), 16x4Kx768 80.2-80.6 / 80.3-80.6 against 78.0-78.6 /
@@ -1287,7 +1287,7 @@ constexpr int64_t kStage16LongT = 16384;
 template <typename T, int VEC, bool BWD> bool stage16_takes(const prnn_cuda_state *st, const scan_params &p)
 {
     if (BWD || VEC == 1 || sizeof(T) != 2) return false;
-    const int64_t blocks = p.B * ceil_div(p.H, (int64_t)stripe_cl<T, VEC, 256>() * VEC);
+    const int64_t blocks = striped_blocks<T, VEC, 256>(p);
     return 10 * blocks >= 7 * (int64_t)st->sm_count && blocks < st->sm_count;
 }
 
