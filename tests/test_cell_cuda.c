@@ -403,18 +403,20 @@ static int fill_params(const prnn_cell_desc *d, float *w, int64_t P)
 
 /*
  * g(n), minGRU's and minLSTM's positive activation, has a kink at n = 0:
- * slope 1/4 below and 1 above (log g: 1/2 and 2). The GPU stores P = xW in
- * bf16, so an n within bf16 rounding (2^-9 |P|) of 0 could land on the
- * other side of 0 than the CPU's fp32 n, and its gradient would then differ
- * by 4x: not an error, but no tolerance covers it. So for bf16 runs of
- * these cells x is quantised to multiples of 1/2 and the weights and
- * biases to multiples of 1/64: every product and partial sum of P = xW is
- * a multiple of 1/128 below 2^7 in magnitude (at most 14 significant
+ * slope 1/4 below and 1 above (log g: 1/2 and 2). Where the GPU's n and
+ * the CPU's lie on different sides of 0, that entry's gradient differs by
+ * 4x: not an error, but no tolerance covers it. bf16 stores P = xW, so an
+ * n within bf16 rounding (2^-9 |P|) of 0 can flip; fp32 sums P in another
+ * order (cuBLAS against the CPU's GEMM), ~1e-7 apart, which at T = 65537
+ * (1e6 values of n a case) flips one now and then (seen: one step's dx
+ * and the dparams 8x over the fp32 bound, from one n of ~1e-7). So for
+ * runs of these cells x is quantised to multiples of 1/2 and the weights
+ * and biases to multiples of 1/64: every product and partial sum of P = xW
+ * is a multiple of 1/128 below 2^7 in magnitude (at most 14 significant
  * bits), exact in fp32 in any order and in cuBLAS's tensor-core
  * accumulation, and P itself is exact in bf16 wherever n is near 0 (there
- * |P| < 2: at most 8 significant bits).
- * Both sides then see the same n and take the same branch. (fp32 runs
- * differ by ~1e-7 in n: a flip there is too rare to matter.)
+ * |P| < 2: at most 8 significant bits). Both sides then see the same n
+ * and take the same branch.
  */
 static float quantise(float v, float step) { return step * nearbyintf(v / step); }
 
@@ -493,7 +495,12 @@ static void run_case(const variant *v, prnn_dtype dt, shape sh, const optset *os
     tu_fill_f32(dy, ny, -1.0, 1.0);
     tu_fill_f32(dp0, P, -1.0, 1.0); /* the backward adds to it */
     fill_lengths(len, B, T);
-    if (dt == PRNN_DTYPE_BF16) exact_n(&cd, w, P, x, nx);
+    if ((o & O_LEN) && B < 3) { /* the lengths vary with the case: name them */
+        size_t at = strlen(what);
+        for (int64_t b = 0; b < B && at + 24 < sizeof what; b++, at = strlen(what))
+            snprintf(what + at, sizeof what - at, "%sL=%lld", b ? "," : " ", (long long)len[b]);
+    }
+    exact_n(&cd, w, P, x, nx);
     /* Both sides see the values the GPU stores. */
     round_to(x, nx, dt);
     round_to(w, P, dt);
