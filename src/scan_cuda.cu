@@ -858,8 +858,9 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * entering every warp in shared memory (dev/cuda/README.md has both
  * measured).
  *
- * Staged tiles (D > 0, the 16-bit forward in 256-byte stripes that number
- * fewer than the SMs: stage16_takes): the next D tiles' steps go into each
+ * Staged tiles (D > 0, the 16-bit scan in 256-byte stripes that number
+ * fewer than the SMs: stage16_takes): the next D tiles' steps (forward: a
+ * and b; backward: the coefficient, dh and h_{s-1}) go into each
  * thread's own shared-memory slots as asynchronous copies, a commit group a
  * tile; a tile is taken from its slots, which are refilled with tile + D
  * once the summary has consumed them. A block then keeps D tiles in flight
@@ -913,24 +914,31 @@ __device__ __forceinline__ void warp_time_scan(float (&A)[VEC], float (&Bs)[VEC]
     }
 }
 
-/* Staged tiles of the striped forward (D > 0): tile slot d of this thread,
- * S steps of a and b, (S, 2, kThreads) 16-byte slots; D of them a block. */
-template <int S> __device__ __forceinline__ uint4 *stripe_slots(int d)
+/* Staged tiles of the striped walk (D > 0): tile slot d of this thread, S
+ * steps of NS arrays (forward: a and b; backward: the coefficient, dh and
+ * h_{s-1}), (S, NS, kThreads) 16-byte slots; D of them a block. */
+template <bool BWD> constexpr int stage_arrays() { return BWD ? 3 : 2; }
+template <int S, bool BWD> __device__ __forceinline__ uint4 *stripe_slots(int d)
 {
     PRNN_DYN_SHARED(uint4, stripe_stage);
-    return stripe_stage + (size_t)d * S * 2 * kThreads + threadIdx.x;
+    return stripe_stage + (size_t)d * S * stage_arrays<BWD>() * kThreads + threadIdx.x;
 }
 
-/* Issues the copies of S steps from logical step u0 into a thread's slots
- * (the identity where there is no step). */
-template <typename T, int VEC, int S>
-__device__ __forceinline__ void stage_tile(const scan_params &p, int64_t row, int64_t u0, int64_t L,
+/* Issues the copies of S steps of row b from logical step u0 into a
+ * thread's slots (the identity where there is no step). */
+template <typename T, int VEC, bool BWD, int S>
+__device__ __forceinline__ void stage_tile(const scan_params &p, int64_t b, int64_t u0, int64_t L,
                                            int64_t col, bool col_ok, uint4 *slots)
 {
+    constexpr int NS = stage_arrays<BWD>();
 #pragma unroll
-    for (int k = 0; k < S; k++)
-        step_stage<T, VEC>(p, row, u0 + k, L, col, col_ok, slots + (2 * k) * kThreads,
-                           slots + (2 * k + 1) * kThreads);
+    for (int k = 0; k < S; k++) {
+        uint4 *s = slots + (NS * k) * kThreads;
+        if constexpr (BWD)
+            step_stage_bwd<T, VEC>(p, b, u0 + k, L, col, col_ok, s, s + kThreads, s + 2 * kThreads);
+        else
+            step_stage<T, VEC>(p, b * p.T, u0 + k, L, col, col_ok, s, s + kThreads);
+    }
 }
 
 struct striped_params {
@@ -944,7 +952,7 @@ template <typename T, int VEC, bool BWD, int S, int MB, bool SEG, int SB, int D 
 __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const striped_params sp)
 {
     grid_dep_begin<D == 0>(); /* see kernel_triggers_early */
-    static_assert(D == 0 || (!BWD && !SEG && VEC > 1), "staged tiles: the forward's whole-row walk");
+    static_assert(D == 0 || (!SEG && VEC > 1), "staged tiles: whole-row walks, vector path");
     constexpr int CL = stripe_cl<T, VEC, SB>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
     constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
@@ -1040,8 +1048,8 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
     } else if constexpr (D > 0) {
         /* staged tiles: the first D tiles' copies, a group each */
         for (int d = 0; d < D; d++) {
-            stage_tile<T, VEC, S>(p, row, u_begin + d * STEPS + (int64_t)tl * S, L, col, col_ok,
-                                  stripe_slots<S>(d));
+            stage_tile<T, VEC, BWD, S>(p, b, u_begin + d * STEPS + (int64_t)tl * S, L, col, col_ok,
+                                       stripe_slots<S, BWD>(d));
             cp_async_commit();
         }
     } else {
@@ -1055,31 +1063,33 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
     for (int64_t tile = u_begin, ti = 0; tile < u_end; tile += STEPS, par ^= 1, ti++) {
         const int64_t u0 = tile + (int64_t)tl * S;
         R xn[D > 0 ? 1 : S], yn[D > 0 ? 1 : S];
+        /* backward: h_{s-1} of this tile's steps, kept as loaded (16-bit
+         * packed) until the end */
+        R hq[BWD ? S : 1];
         float A[VEC], Bs[VEC];
         if constexpr (D > 0) {
             /* this tile from its slots, which then take tile ti + D (the
-             * summary has consumed the registers read from them) */
-            uint4 *slots = stripe_slots<S>((int)(ti % D));
+             * registers read from them hold what the tile still needs) */
+            constexpr int NS = stage_arrays<BWD>();
+            uint4 *slots = stripe_slots<S, BWD>((int)(ti % D));
             cp_async_wait_group<D - 1>();
 #pragma unroll
             for (int k = 0; k < S; k++) {
-                step_unstage<T, VEC>(slots + (2 * k) * kThreads, x[k]);
-                step_unstage<T, VEC>(slots + (2 * k + 1) * kThreads, y[k]);
+                step_unstage<T, VEC>(slots + (NS * k) * kThreads, x[k]);
+                step_unstage<T, VEC>(slots + (NS * k + 1) * kThreads, y[k]);
+                if constexpr (BWD) step_unstage<T, VEC>(slots + (NS * k + 2) * kThreads, hq[k]);
             }
             summarize<T, VEC, S>(x, y, A, Bs);
-            stage_tile<T, VEC, S>(p, row, u0 + D * STEPS, L, col, col_ok, slots);
+            stage_tile<T, VEC, BWD, S>(p, b, u0 + D * STEPS, L, col, col_ok, slots);
             cp_async_commit();
         } else {
             const int64_t un = !SEG || tile + STEPS < u_end ? u0 + STEPS : kPastEnd;
 #pragma unroll
             for (int k = 0; k < S; k++) load_step<T, VEC, BWD>(p, row, un + k, L, col, col_ok, xn[k], yn[k]);
-        }
-        /* backward: h_{s-1} of this tile's steps, kept as loaded (16-bit
-         * packed) until the end */
-        R hq[BWD ? S : 1];
-        if constexpr (BWD) {
+            if constexpr (BWD) {
 #pragma unroll
-            for (int k = 0; k < S; k++) load_hprev_reg<T, VEC>(p, b, u0 + k, L, col, col_ok, hq[k]);
+                for (int k = 0; k < S; k++) load_hprev_reg<T, VEC>(p, b, u0 + k, L, col, col_ok, hq[k]);
+            }
         }
 
         if constexpr (D == 0) summarize<T, VEC, S>(x, y, A, Bs);
@@ -1254,7 +1264,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
     }
     if constexpr (D > 0) {
         auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
-        const size_t smem = (size_t)D * S * 2 * kThreads * sizeof(uint4);
+        const size_t smem = (size_t)D * S * stage_arrays<BWD>() * kThreads * sizeof(uint4);
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         PRNN_LAUNCH_SMEM(kernel, (unsigned)blocks, kThreads, smem, st->stream, sp);
     } else {
@@ -1284,9 +1294,24 @@ constexpr int64_t kStage16LongT = PRNN_STAGE16_LONG_T;
 #else
 constexpr int64_t kStage16LongT = 16384;
 #endif
+/* The backward where the forward stages: 1 tile of 8 steps a lane, its
+ * coefficient, dh and h_{s-1} staged (96 KiB). Measured on an H200
+ * (dev/cuda/README.md), bf16 fwd+bwd % of the copy roofline against the
+ * 128-byte stripes at 2 steps and 2 blocks per SM before: 16x64Kx768
+ * 89.9-90.1 against 84.0-84.3, 16x4Kx768 84.3 against 80.4-80.5,
+ * 16x64Kx1024 93.3-94.1 against 89.1-89.9, 16x4Kx1024 89.4-89.6 against
+ * 88.2-88.7; 2 tiles of 8 ran within a point of 1 (192 KiB), 2 of 6 1-3
+ * points lower, 1 of 12 at 66-73%. */
+#ifndef PRNN_STAGE16_BWD_D /* lab settings: tiles (0 = none), steps a lane */
+#define PRNN_STAGE16_BWD_D 1
+#endif
+#ifndef PRNN_STAGE16_BWD_S
+#define PRNN_STAGE16_BWD_S 8
+#endif
+constexpr int kStage16BwdD = PRNN_STAGE16_BWD_D, kStage16BwdS = PRNN_STAGE16_BWD_S;
 template <typename T, int VEC, bool BWD> bool stage16_takes(const prnn_cuda_state *st, const scan_params &p)
 {
-    if (BWD || VEC == 1 || sizeof(T) != 2) return false;
+    if ((BWD && kStage16BwdD == 0) || VEC == 1 || sizeof(T) != 2) return false;
     const int64_t blocks = striped_blocks<T, VEC, 256>(p);
     return 10 * blocks >= 7 * (int64_t)st->sm_count && blocks < st->sm_count;
 }
@@ -1377,10 +1402,14 @@ prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
-    if constexpr (!BWD && VEC > 1 && sizeof(T) == 2) {
+    if constexpr (VEC > 1 && sizeof(T) == 2) {
         if (stage16_takes<T, VEC, BWD>(st, p)) {
-            if (p.T >= kStage16LongT) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
-            return striped_launch<T, VEC, BWD, 8, 1, 256, 1>(st, p);
+            if constexpr (BWD && kStage16BwdD > 0) {
+                return striped_launch<T, VEC, BWD, kStage16BwdS, 1, 256, kStage16BwdD>(st, p);
+            } else if constexpr (!BWD) {
+                if (p.T >= kStage16LongT) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
+                return striped_launch<T, VEC, BWD, 8, 1, 256, 1>(st, p);
+            }
         }
     }
     if constexpr (VEC > 1) {

@@ -500,6 +500,34 @@ __device__ __forceinline__ void step_stage(const scan_params &p, int64_t row, in
     }
 }
 
+/* load_step's backward and load_hprev_reg through shared memory (vector
+ * path): the coefficient, dh and h_{s-1} of logical step u of row b into
+ * slots sx, sy and sh, or the values those functions give where there is
+ * nothing to copy. */
+template <typename T, int VEC>
+__device__ __forceinline__ void step_stage_bwd(const scan_params &p, int64_t b, int64_t u,
+                                               int64_t L, int64_t col, bool col_ok, uint4 *sx,
+                                               uint4 *sy, uint4 *sh)
+{
+    typename reg_of<T, VEC>::type one, zero;
+    reg_fill<T, VEC>(one, 1.0f);
+    reg_fill<T, VEC>(zero, 0.0f);
+    const bool ok = col_ok && u < L, flip = flip_of<true>(p);
+    const int64_t row = b * p.T;
+    if (ok && u > 0)
+        cp_async16(sx, static_cast<const T *>(p.a) + (row + phys_t(u - 1, L, flip)) * p.H + col);
+    else
+        *sx = reg_raw<T, VEC>(one);
+    if (ok && p.dh)
+        cp_async16(sy, static_cast<const T *>(p.dh) + (row + phys_t(u, L, flip)) * p.H + col);
+    else
+        *sy = reg_raw<T, VEC>(zero);
+    if (hprev_in(u, L, col_ok))
+        cp_async16(sh, static_cast<const T *>(p.h_in) + hprev_at(p, b, u, L, col));
+    else
+        *sh = reg_raw<T, VEC>(zero);
+}
+
 template <typename T, int VEC, typename R>
 __device__ __forceinline__ void hprev_get(const scan_params &p, int64_t b, int64_t u, int64_t L,
                                           int64_t col, const R &hq, float (&hp)[VEC])

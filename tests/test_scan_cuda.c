@@ -569,7 +569,8 @@ int main(int argc, char **argv)
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 768, 0}, &OPTS[5]);
         /* 16 x 768 with rows of several tiles in every configuration; the
          * 16-bit forward stages tiles ahead there (2 of 12 steps a lane
-         * from T = 16384 on, else 1 of 8) */
+         * from T = 16384 on, else 1 of 8), and so does the 16-bit
+         * backward (1 of 8) */
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 768, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 600 : 2000, 768, 0}, &OPTS[0]);
     }
