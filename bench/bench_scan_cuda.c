@@ -3,9 +3,9 @@
  * roofline. One run measures the device-to-device copy bandwidth (bytes read
  * + written), then times every algorithm (AUTO, the default, then CHUNKED,
  * STRIPED, TREE, SERIAL) and storage dtype over B*H in {64, 256, 16384,
- * 12288} x T in {4096, 65536, 1048576}, forward and forward+backward, and
- * prints ms, GB/s, the fraction of the roofline and AUTO's speed-up over
- * SERIAL, then a markdown table.
+ * 12288 (16 x 768 and 8 x 1536)} x T in {4096, 65536, 1048576}, forward
+ * and forward+backward, and prints ms, GB/s, the fraction of the roofline
+ * and AUTO's speed-up over SERIAL, then a markdown table.
  *
  * Bytes moved per element: fp32 12 forward (read a, b; write h) and 32
  * forward+backward (backward reads a, h, dh, writes da, db); bf16/fp16 half.
@@ -202,8 +202,9 @@ int main(int argc, char **argv)
            bw * 1e-9);
 
     /* B*H -> (B, H): one row of 64 or 256 channels (long-sequence, small
-     * batch), 16 x 1024 and 16 x 768 */
-    int64_t shapes_bh[][2] = {{1, 64}, {1, 256}, {16, 1024}, {16, 768}};
+     * batch), 16 x 1024, and 12288 channels two ways: 16 x 768 and 8 x 1536 */
+    int64_t shapes_bh[][2] = {{1, 64}, {1, 256}, {16, 1024}, {16, 768}, {8, 1536}};
+    const int nshapes = (int)(sizeof shapes_bh / sizeof shapes_bh[0]);
     int64_t Ts[] = {4096, 65536, 1048576};
     const int one_shape = oB > 0;
     if (one_shape) shapes_bh[0][0] = oB, shapes_bh[0][1] = oH, Ts[0] = oT;
@@ -222,7 +223,7 @@ int main(int argc, char **argv)
         if (!(dt_mask >> di & 1)) continue;
         const prnn_dtype dt = dts[di];
         const size_t es = prnn_dtype_size(dt);
-        for (int si = 0; si < 4; si++)
+        for (int si = 0; si < nshapes; si++)
             for (int ti = 0; ti < 3; ti++) {
                 if (quick && !((si == 0 && ti == 2) || (si == 2 && ti == 1) || (si == 1 && ti == 0)))
                     continue;
