@@ -71,6 +71,7 @@ struct prnn_cuda_state {
     int owns_stream;
     int sm_count;
     int l2_bytes;
+    int smem_optin; /* shared memory a block may opt in to, bytes */
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
@@ -97,6 +98,20 @@ constexpr size_t kWordsOffset = 256;
 constexpr unsigned kEpochLimit = 1u << 30; /* tag = epoch << 2 | status */
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Whether `kernel`'s static shared memory plus `dyn` bytes of dynamic
+ * shared memory fit in one block on this device (H100/H200: 227 KiB, A100:
+ * 163 KiB, sm_86/sm_89: 99 KiB). The staged configurations check it and
+ * fall back to ones that keep their steps in registers. */
+template <typename K> bool smem_fits(const prnn_cuda_state *st, K *kernel, size_t dyn)
+{
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return fa.sharedSizeBytes + dyn <= (size_t)st->smem_optin;
+}
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
@@ -724,6 +739,22 @@ template <int VEC> int chunked_lg_tx(int64_t H, int64_t max_cols)
     return ceil_log2(ncv < cap ? ncv : cap);
 }
 
+/* Dynamic shared memory of a CHUNKED launch: the staged h_{s-1} or steps. */
+template <bool BWD, int VEC, int SB, int MB, int SX> constexpr size_t chunked_smem()
+{
+    return chunk_stages_hprev<BWD, VEC, MB>() ? (size_t)chunk_steps<VEC, SB>() * kThreads * sizeof(uint4)
+           : SX > 0                           ? (size_t)2 * SX * kThreads * sizeof(uint4)
+                                              : 0;
+}
+
+/* Whether a CHUNKED configuration's shared memory fits a block here. */
+template <typename T, int VEC, bool BWD, int SB, int MB, int SX = 0>
+bool chunked_fits(const prnn_cuda_state *st)
+{
+    return smem_fits(st, chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>,
+                     chunked_smem<BWD, VEC, SB, MB, SX>());
+}
+
 template <typename T, int VEC, bool BWD, int SB, int MB, int SX = 0>
 prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t max_cols)
 {
@@ -746,9 +777,7 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>;
     /* the staged h_{s-1} or steps; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
-    const size_t smem = chunk_stages_hprev<BWD, VEC, MB>() ? (size_t)S * kThreads * sizeof(uint4)
-                        : SX > 0 ? (size_t)2 * SX * kThreads * sizeof(uint4)
-                                 : 0;
+    const size_t smem = chunked_smem<BWD, VEC, SB, MB, SX>();
     if (smem > 0)
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem));
@@ -817,9 +846,15 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     if (chains < kFewChains) {
         if constexpr (!BWD && VEC > 1) {
             using C = stage_cfg<T>;
-            if (chunked_stage_steps<T, VEC>(st, p))
+            if (chunked_stage_steps<T, VEC>(st, p) &&
+                chunked_fits<T, VEC, BWD, C::reg, C::blocks, C::staged>(st))
                 return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(st, p, 16 * VEC);
         }
+        /* the backward's staged h_{s-1} (64 KiB) where it fits, else the
+         * tile of 8 steps at 2 blocks per SM, which loads it after the
+         * look-back */
+        if (!chunked_fits<T, VEC, BWD, 16, 1>(st))
+            return chunked_launch<T, VEC, BWD, 8, 2>(st, p, VEC == 1 ? 32 : 16 * VEC);
         return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
     }
     return chunked_launch<T, VEC, BWD, 8, 2>(st, p, 32 * VEC);
@@ -1239,8 +1274,14 @@ template <typename T, int VEC, int S, int SB = 128> constexpr int64_t striped_st
     return (int64_t)kStripeWarps * (32 / stripe_cl<T, VEC, SB>()) * S;
 }
 
-/* A STRIPED launch. D > 0: the forward walking whole rows with D tiles
- * staged ahead in shared memory. */
+/* Dynamic shared memory of a STRIPED launch: D staged tiles. */
+template <bool BWD, int S, int D> constexpr size_t striped_smem()
+{
+    return (size_t)D * S * stage_arrays<BWD>() * kThreads * sizeof(uint4);
+}
+
+/* A STRIPED launch. D > 0: walking whole rows with D tiles staged ahead in
+ * shared memory. */
 template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128, int D = 0>
 prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
 {
@@ -1264,7 +1305,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
     }
     if constexpr (D > 0) {
         auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
-        const size_t smem = (size_t)D * S * stage_arrays<BWD>() * kThreads * sizeof(uint4);
+        const size_t smem = striped_smem<BWD, S, D>();
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         PRNN_LAUNCH_SMEM(kernel, (unsigned)blocks, kThreads, smem, st->stream, sp);
     } else {
@@ -1314,6 +1355,35 @@ template <typename T, int VEC, bool BWD> bool stage16_takes(const prnn_cuda_stat
     if ((BWD && kStage16BwdD == 0) || VEC == 1 || sizeof(T) != 2) return false;
     const int64_t blocks = striped_blocks<T, VEC, 256>(p);
     return 10 * blocks >= 7 * (int64_t)st->sm_count && blocks < st->sm_count;
+}
+
+/* Whether a staged STRIPED configuration's shared memory fits a block. */
+template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const prnn_cuda_state *st)
+{
+    return smem_fits(st, striped_scan_kernel<T, VEC, BWD, S, 1, false, 256, D>,
+                     striped_smem<BWD, S, D>());
+}
+
+/* The staged configuration a 16-bit STRIPED launch takes: 0 none, 1 one
+ * tile of 8 steps (the backward: kStage16BwdD of kStage16BwdS), 2 two
+ * tiles of 12. Where the first choice does not fit a block's shared memory
+ * (A100: 163 KiB; 2 of 12 need 212), the next one; none fits: the
+ * unstaged stripes. */
+template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state *st, const scan_params &p)
+{
+    if constexpr (VEC > 1 && sizeof(T) == 2) {
+        if (!stage16_takes<T, VEC, BWD>(st, p)) return 0;
+        if constexpr (BWD) {
+            if constexpr (kStage16BwdD > 0)
+                return striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
+            return 0;
+        } else {
+            if (p.T >= kStage16LongT && striped_fits<T, VEC, BWD, 12, 2>(st)) return 2;
+            return striped_fits<T, VEC, BWD, 8, 1>(st) ? 1 : 0;
+        }
+    }
+    (void)st, (void)p;
+    return 0;
 }
 
 /* Blocks per SM of a STRIPED launch of `blocks` stripes: 2 for scalars
@@ -1403,11 +1473,12 @@ template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
-        if (stage16_takes<T, VEC, BWD>(st, p)) {
+        const int staged = stage16_pick<T, VEC, BWD>(st, p);
+        if (staged > 0) {
             if constexpr (BWD && kStage16BwdD > 0) {
                 return striped_launch<T, VEC, BWD, kStage16BwdS, 1, 256, kStage16BwdD>(st, p);
             } else if constexpr (!BWD) {
-                if (p.T >= kStage16LongT) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
+                if (staged == 2) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
                 return striped_launch<T, VEC, BWD, 8, 1, 256, 1>(st, p);
             }
         }
@@ -1423,7 +1494,7 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 template <typename T, int VEC, bool BWD>
 bool striped_fills(const prnn_cuda_state *st, const scan_params &p)
 {
-    if (stage16_takes<T, VEC, BWD>(st, p)) return true;
+    if (stage16_pick<T, VEC, BWD>(st, p) > 0) return true;
     if (striped_bytes<T, VEC, BWD>(st, p) == 256) return true;
     return striped_fill_at<T, VEC, BWD, 128>(st, p);
 }
@@ -1939,6 +2010,11 @@ extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *
     cudaError_t e = guard.err;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->l2_bytes, cudaDevAttrL2CacheSize, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&st->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+#ifdef PRNN_SMEM_OPTIN_CAP /* lab: a smaller card's limit (A100 166912, sm_86/89 101376) */
+    if (st->smem_optin > PRNN_SMEM_OPTIN_CAP) st->smem_optin = PRNN_SMEM_OPTIN_CAP;
+#endif
     if (e == cudaSuccess) {
         if (cfg && cfg->cuda_stream) {
             st->stream = static_cast<cudaStream_t>(cfg->cuda_stream);

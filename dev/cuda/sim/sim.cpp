@@ -280,7 +280,10 @@ cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorIn
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
     (void)dev;
-    *value = attr == cudaDevAttrL2CacheSize ? 50 << 20 : 132; /* an H100/H200 */
+    /* an H100/H200 */
+    *value = attr == cudaDevAttrL2CacheSize                   ? 50 << 20
+             : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10
+                                                               : 132;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }

@@ -36,7 +36,11 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrL2CacheSize = 38 };
+enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 
 #define cudaStreamNonBlocking 0x01
 

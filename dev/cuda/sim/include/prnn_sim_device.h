@@ -97,6 +97,16 @@ template <typename K> inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribu
 {
     return cudaSuccess;
 }
+/* A kernel's static shared memory: the simulator's __shared__ arrays are
+ * statics, so 0 (the library's fit checks then see the dynamic part). */
+struct cudaFuncAttributes {
+    size_t sharedSizeBytes;
+};
+template <typename K> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, K)
+{
+    a->sharedSizeBytes = 0;
+    return cudaSuccess;
+}
 /* Blocks resident per SM: a fixed 3 here (the kernels use it only to size
  * grids, and a grid of a few waves exercises their strides). */
 template <typename K>
