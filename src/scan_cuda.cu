@@ -99,18 +99,25 @@ constexpr unsigned kEpochLimit = 1u << 30; /* tag = epoch << 2 | status */
 
 size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-/* Whether `kernel`'s static shared memory plus `dyn` bytes of dynamic
- * shared memory fit in one block on this device (H100/H200: 227 KiB, A100:
- * 163 KiB, sm_86/sm_89: 99 KiB). The staged configurations check it and
- * fall back to ones that keep their steps in registers. */
-template <typename K> bool smem_fits(const prnn_cuda_state *st, K *kernel, size_t dyn)
+/* A kernel's static shared memory in bytes (SIZE_MAX where the runtime
+ * cannot say). Its __shared__ arrays set it, so callers query it once. */
+template <typename K> size_t static_smem(K *kernel)
 {
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
         (void)cudaGetLastError();
-        return false;
+        return SIZE_MAX;
     }
-    return fa.sharedSizeBytes + dyn <= (size_t)st->smem_optin;
+    return fa.sharedSizeBytes;
+}
+
+/* Whether static plus `dyn` bytes of dynamic shared memory fit in one block
+ * on this device (H100/H200: 227 KiB, A100: 163 KiB, sm_86/sm_89: 99 KiB).
+ * The staged configurations check it and fall back to ones that keep their
+ * steps in registers. */
+bool smem_fits(const prnn_cuda_state *st, size_t stat, size_t dyn)
+{
+    return stat != SIZE_MAX && stat + dyn <= (size_t)st->smem_optin;
 }
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -751,8 +758,8 @@ template <bool BWD, int VEC, int SB, int MB, int SX> constexpr size_t chunked_sm
 template <typename T, int VEC, bool BWD, int SB, int MB, int SX = 0>
 bool chunked_fits(const prnn_cuda_state *st)
 {
-    return smem_fits(st, chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>,
-                     chunked_smem<BWD, VEC, SB, MB, SX>());
+    static const size_t stat = static_smem(chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>);
+    return smem_fits(st, stat, chunked_smem<BWD, VEC, SB, MB, SX>());
 }
 
 template <typename T, int VEC, bool BWD, int SB, int MB, int SX = 0>
@@ -894,7 +901,7 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
  * measured).
  *
  * Staged tiles (D > 0, the 16-bit scan in 256-byte stripes that number
- * fewer than the SMs: stage16_takes): the next D tiles' steps (forward: a
+ * fewer than the SMs: stage16_pick): the next D tiles' steps (forward: a
  * and b; backward: the coefficient, dh and h_{s-1}) go into each
  * thread's own shared-memory slots as asynchronous copies, a commit group a
  * tile; a tile is taken from its slots, which are refilled with tile + D
@@ -1350,29 +1357,23 @@ constexpr int64_t kStage16LongT = 16384;
 #define PRNN_STAGE16_BWD_S 8
 #endif
 constexpr int kStage16BwdD = PRNN_STAGE16_BWD_D, kStage16BwdS = PRNN_STAGE16_BWD_S;
-template <typename T, int VEC, bool BWD> bool stage16_takes(const prnn_cuda_state *st, const scan_params &p)
-{
-    if ((BWD && kStage16BwdD == 0) || VEC == 1 || sizeof(T) != 2) return false;
-    const int64_t blocks = striped_blocks<T, VEC, 256>(p);
-    return 10 * blocks >= 7 * (int64_t)st->sm_count && blocks < st->sm_count;
-}
-
 /* Whether a staged STRIPED configuration's shared memory fits a block. */
 template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const prnn_cuda_state *st)
 {
-    return smem_fits(st, striped_scan_kernel<T, VEC, BWD, S, 1, false, 256, D>,
-                     striped_smem<BWD, S, D>());
+    static const size_t stat = static_smem(striped_scan_kernel<T, VEC, BWD, S, 1, false, 256, D>);
+    return smem_fits(st, stat, striped_smem<BWD, S, D>());
 }
 
-/* The staged configuration a 16-bit STRIPED launch takes: 0 none, 1 one
- * tile of 8 steps (the backward: kStage16BwdD of kStage16BwdS), 2 two
- * tiles of 12. Where the first choice does not fit a block's shared memory
- * (A100: 163 KiB; 2 of 12 need 212), the next one; none fits: the
- * unstaged stripes. */
+/* The staged configuration a 16-bit STRIPED launch takes where its
+ * 256-byte stripes number 0.7-1 x the SMs: 0 none, 1 one tile of 8 steps
+ * (the backward: kStage16BwdD of kStage16BwdS), 2 two tiles of 12. Where
+ * the first choice does not fit a block's shared memory (A100: 163 KiB; 2
+ * of 12 need 212), the next one; none fits: the unstaged stripes. */
 template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
-        if (!stage16_takes<T, VEC, BWD>(st, p)) return 0;
+        const int64_t blocks = striped_blocks<T, VEC, 256>(p);
+        if (10 * blocks < 7 * (int64_t)st->sm_count || blocks >= st->sm_count) return 0;
         if constexpr (BWD) {
             if constexpr (kStage16BwdD > 0)
                 return striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
