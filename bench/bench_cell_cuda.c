@@ -741,7 +741,7 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     make_block();
-    const double bw = bench_copy_bandwidth(s);
+    const double bw = bench_copy_bandwidth(s, 0);
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n",
            bw * 1e-9);

@@ -12,8 +12,17 @@
  *
  * Size letters: B batch rows, T time steps, H channels.
  *
+ * Timing (--timing, bench_cuda.h): queued, the default, enqueues each timed
+ * call behind a read-only pass over four times the L2, so the events measure
+ * the device's time from a cold cache with the host's preparation of the
+ * call hidden, as in a running pipeline (the way triton.testing.do_bench
+ * times the peers); idle times each call on an idle stream, host
+ * preparation and launch latency included. The copy roofline is timed the
+ * same way as the calls.
+ *
  * Usage: prnn_bench_cuda [--quick] [--dtype f32|bf16|f16|all]
  *                        [--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH]
+ *                        [--timing queued|idle]
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -101,6 +110,8 @@ static int nresults;
 
 /* Median ms of `reps` timed runs (after one warm-up), forward only or
  * forward + backward. Returns < 0, printing why, when one call is too slow. */
+static int queued = 1; /* --timing: queued (1) or idle (0) */
+
 static double time_scan(prnn_ctx *ctx, cudaStream_t s, const prnn_scan_desc *d, const buffers *bf,
                         int with_backward, int reps, double limit_s)
 {
@@ -110,6 +121,10 @@ static double time_scan(prnn_ctx *ctx, cudaStream_t s, const prnn_scan_desc *d, 
     float ms[MAX_REPS];
     double out = -1.0;
     for (int i = -1; i < reps; i++) { /* i = -1: warm-up, also the too-slow probe */
+        if (queued && bench_flush(s) != 0) {
+            fprintf(stderr, "cache flush failed\n");
+            exit(1);
+        }
         CUDA_CHECK(cudaEventRecord(e0, s));
         PRNN_CHECK(prnn_scan_forward(ctx, d, bf->h, bf->hT, bf->a, bf->b, bf->h0));
         if (with_backward)
@@ -165,6 +180,11 @@ int main(int argc, char **argv)
             const char *v = argv[++i];
             dt_mask = !strcmp(v, "f32") ? 1 : !strcmp(v, "bf16") ? 2 : !strcmp(v, "f16") ? 4
                       : !strcmp(v, "all") ? 7 : 0;
+        } else if (!strcmp(argv[i], "--timing") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "queued")) queued = 1;
+            else if (!strcmp(v, "idle")) queued = 0;
+            else dt_mask = 0;
         } else if (!strcmp(argv[i], "--algo") && i + 1 < argc) {
             const char *v = argv[++i];
             algo_mask = !strcmp(v, "auto")      ? 1
@@ -180,7 +200,8 @@ int main(int argc, char **argv)
         }
         if (!dt_mask || !algo_mask) {
             fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|f16|all] "
-                            "[--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH]\n", argv[0]);
+                            "[--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH] "
+                            "[--timing queued|idle]\n", argv[0]);
             return 2;
         }
     }
@@ -196,10 +217,19 @@ int main(int argc, char **argv)
     cudaStream_t s = (cudaStream_t)prnn_ctx_cuda_stream(ctx);
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = bench_copy_bandwidth(s);
-    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-    printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n\n",
+    if (queued && bench_flush_init() != 0) {
+        fprintf(stderr, "no room for the cache flush's buffer\n");
+        return 1;
+    }
+    const double bw = bench_copy_bandwidth(s, queued);
+    printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n",
            bw * 1e-9);
+    if (queued)
+        printf("timing: queued (each timed call behind a read-only pass over %zu MiB: cold L2, host preparation hidden)\n\n",
+               bench_flush_bytes() >> 20);
+    else
+        printf("timing: idle (each timed call on an idle stream: host preparation and launch latency included)\n\n");
 
     /* B*H -> (B, H): one row of 64 or 256 channels (long-sequence, small
      * batch), 16 x 1024, and 12288 channels two ways: 16 x 768 and 8 x 1536 */
@@ -290,9 +320,9 @@ int main(int argc, char **argv)
     free(block);
 
     /* the markdown table, last */
-    printf("\n%s, copy roofline %.1f GB/s; bytes per element: fp32 12 forward, 32 fwd+bwd; "
+    printf("\n%s, copy roofline %.1f GB/s, timing %s; bytes per element: fp32 12 forward, 32 fwd+bwd; "
            "bf16/fp16 half. Inputs random (a in (0.5, 1)), h0 and dhT given, hT and dh0 written.\n\n",
-           prop.name, bw * 1e-9);
+           prop.name, bw * 1e-9, queued ? "queued" : "idle");
     printf("| algo | dtype | B | T | H | fwd ms | fwd GB/s | fwd roof | fwd+bwd ms | fwd+bwd GB/s | fwd+bwd roof | x serial fwd | x serial fwd+bwd |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nresults; i++) {
@@ -316,6 +346,7 @@ int main(int argc, char **argv)
                (long long)r->H, r->fwd_ms, gf * 1e-9, 100.0 * gf / bw, r->fb_ms, gfb * 1e-9,
                100.0 * gfb / bw, sp, spb);
     }
+    bench_flush_free();
     prnn_ctx_free(ctx);
     return 0;
 }

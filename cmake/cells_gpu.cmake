@@ -16,7 +16,7 @@ if(PRNN_HAVE_CUDA)
 
     # The benchmark also times the layer's GEMMs alone through cuBLAS and its
     # elementwise passes alone through the backend's entry points (src/).
-    add_executable(prnn_bench_cell bench/bench_cell_cuda.c)
+    add_executable(prnn_bench_cell bench/bench_cell_cuda.c tools/bench_flush.cu)
     target_include_directories(prnn_bench_cell PRIVATE tools src)
     target_link_libraries(prnn_bench_cell PRIVATE libprnn prnn_flags CUDA::cudart CUDA::cublas)
   endif()

@@ -2,13 +2,24 @@
  * bench_cuda.h - what the GPU benchmarks share: medians of timed
  * repetitions and the card's copy roofline (a 1 GiB device-to-device
  * cudaMemcpyAsync, bytes read + written, median of 25), against which every
- * benchmark reports its fraction. Header-only; include after
- * <cuda_runtime.h> and check.h.
+ * benchmark reports its fraction. Include after <cuda_runtime.h> and
+ * check.h; link tools/bench_flush.cu.
+ *
+ * Two ways to time a call (the copy included):
+ *   queued  each timed call is enqueued behind a cache flush
+ *           (bench_flush.h): the events around it measure the device's
+ *           time from a cold L2, the host's preparation hidden behind the
+ *           flush, as a call in a running pipeline;
+ *   idle    each timed call starts on an idle stream: the host's
+ *           preparation of the call and the launch latency are inside the
+ *           events (and L2 holds what the previous call left).
  */
 #ifndef PRNN_BENCH_CUDA_H
 #define PRNN_BENCH_CUDA_H
 
 #include <stdlib.h>
+
+#include "bench_flush.h"
 
 static int bench_cmp_float(const void *x, const void *y)
 {
@@ -23,8 +34,9 @@ static inline float bench_median(float *v, int n)
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Bytes per second of a device-to-device copy on stream s, read + write. */
-static inline double bench_copy_bandwidth(cudaStream_t s)
+/* Bytes per second of a device-to-device copy on stream s, read + write;
+ * queued: each timed copy behind a cache flush (bench_flush_init done). */
+static inline double bench_copy_bandwidth(cudaStream_t s, int queued)
 {
     const size_t bytes = (size_t)1 << 30;
     void *x, *y;
@@ -37,6 +49,10 @@ static inline double bench_copy_bandwidth(cudaStream_t s)
     float ms[25];
     for (int i = 0; i < 3; i++) CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
     for (int i = 0; i < 25; i++) {
+        if (queued && bench_flush(s) != 0) {
+            fprintf(stderr, "cache flush failed\n");
+            exit(1);
+        }
         CUDA_CHECK(cudaEventRecord(e0, s));
         CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
         CUDA_CHECK(cudaEventRecord(e1, s));

@@ -205,6 +205,8 @@ void train_dist_shard(const train_dist *td, int64_t P, int64_t *lo, int64_t *hi)
     *hi = P;
 #ifdef PRNN_HAVE_DIST
     if (td && td->zero1) prnn_dist_shard(td->dist, P, -1, lo, hi);
+#else
+    (void)td;
 #endif
 }
 
