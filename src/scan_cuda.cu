@@ -473,7 +473,21 @@ constexpr int kRunBlocked = 2; /* reached a tile with nothing out yet */
  * out (kRunBlocked). The g = 0 thread then composes the runs in order into
  * acc (everything folded so far, the newer predecessors): a prefix ends the
  * column's look-back; a blocked run makes the next round start at it. */
-template <int K = 4> /* predecessors a thread examines per round */
+/* Publishes a tile's aggregate (thread c < W: column c) as its A and B
+ * words; chunk 0 publishes only its inclusive prefix, in lookback_carry. */
+__device__ __forceinline__ void publish_aggregate(const lookback_params &lp, int64_t r,
+                                                  int64_t chunk, int W, float aggA, float aggB)
+{
+    const int tid = threadIdx.x;
+    if (chunk == 0 || tid >= W) return;
+    unsigned long long *const my = lp.words + (r * lp.nchunks + chunk) * (3 * (int64_t)W);
+    const unsigned tagA = (lp.epoch << 2) | kStatusA;
+    st_word(my + tid, make_word(aggA, tagA));
+    st_word(my + W + tid, make_word(aggB, tagA));
+}
+
+template <int K = 4, bool PUBLISHED = false> /* predecessors a thread examines per round;
+                                                 whether the aggregate is already out */
 __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t chunk, int W,
                                 float aggA, float aggB, float carry0, lookback_smem &sm)
 {
@@ -484,11 +498,8 @@ __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t ch
     const unsigned tagA = (lp.epoch << 2) | kStatusA, tagP = (lp.epoch << 2) | kStatusP;
     float carry = carry0;
     if (chunk > 0) {
-        if (tid < W) {
-            st_word(my + tid, make_word(aggA, tagA));
-            st_word(my + W + tid, make_word(aggB, tagA));
-            sm.base[tid] = chunk - 1;
-        }
+        if (!PUBLISHED) publish_aggregate(lp, r, chunk, W, aggA, aggB);
+        if (tid < W) sm.base[tid] = chunk - 1;
         const int G = kThreads / W, c = tid & (W - 1), g = tid / W;
         float accA = 1.0f, accB = 0.0f;
         __syncthreads(); /* sm.base */
@@ -560,6 +571,11 @@ __device__ float lookback_carry(const lookback_params &lp, int64_t r, int64_t ch
     __syncthreads();
     return carry;
 }
+
+#ifndef PRNN_EARLY_AGG
+#define PRNN_EARLY_AGG 1
+#endif
+constexpr bool kEarlyAgg = PRNN_EARLY_AGG != 0;
 
 template <typename T, int VEC, bool BWD, int SB, int MB, int SX>
 __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunked_params cp)
@@ -642,6 +658,48 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
         }
     }
 
+    /* 3a. The tile's aggregate first, published before the scan below, so
+     * the look-backs of the tiles after it find it that much sooner: a
+     * shuffle reduction over each warp's 32/TX time rows (each row composed
+     * with the later one), then thread c < W composes the 8 warp
+     * aggregates in order. The few-chain tiles only: with many chains a
+     * tile's predecessor in time is R tickets older and long out.
+     * PRNN_EARLY_AGG=0 (lab): the aggregate is the scan's last row,
+     * published in the look-back. */
+    constexpr bool kEarly = kEarlyAgg && (MB == 1 || SX > 0); /* the few-chain tiles */
+    float aggA = 1.0f, aggB = 0.0f;
+    if constexpr (kEarly) {
+        const int lane = tid & 31, rw = lane >> cp.lg_tx, RW = 32 >> cp.lg_tx;
+        float rA[VEC], rB[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { rA[v] = A[v]; rB[v] = Bs[v]; }
+        for (int d = 1; d < RW; d <<= 1) {
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                const float qA = __shfl_down_sync(0xffffffffu, rA[v], (unsigned)(d * TX));
+                const float qB = __shfl_down_sync(0xffffffffu, rB[v], (unsigned)(d * TX));
+                if (rw + d < RW) {
+                    rB[v] = qA * rB[v] + qB;
+                    rA[v] = qA * rA[v];
+                }
+            }
+        }
+        if (rw == 0) {
+            smem_put<VEC>(sA + (tid >> 5) * W + tx * VEC, rA);
+            smem_put<VEC>(sB + (tid >> 5) * W + tx * VEC, rB);
+        }
+        __syncthreads();
+        if (tid < W) {
+            for (int k = 0; k < kThreads / 32; k++) {
+                const float qA = sA[k * W + tid], qB = sB[k * W + tid];
+                aggB = qA * aggB + qB;
+                aggA = qA * aggA;
+            }
+        }
+        publish_aggregate(cp.lb, r, chunk, W, aggA, aggB);
+        __syncthreads(); /* the warp aggregates read before the scan writes */
+    }
+
     /* 3. inclusive scan over the TY time threads; thread tid's slot is
      * tid*VEC (= ty*W + tx*VEC), its predecessor d rows up (tid - d*TX)*VEC */
     for (int d = 1; d < TY; d <<= 1) {
@@ -665,14 +723,16 @@ __global__ void __launch_bounds__(kThreads, MB) chunked_scan_kernel(const chunke
     __syncthreads();
 
     /* 4. publish and look back; thread c < W owns column c of the tile */
-    float aggA = 1.0f, aggB = 0.0f, carry = 0.0f;
+    float carry = 0.0f;
     if (tid < W) {
-        aggA = sA[(TY - 1) * W + tid];
-        aggB = sB[(TY - 1) * W + tid];
+        if constexpr (!kEarly) {
+            aggA = sA[(TY - 1) * W + tid];
+            aggB = sB[(TY - 1) * W + tid];
+        }
         if (chunk == 0 && tile * W + tid < p.H) carry = state_in<BWD>(p, b, tile * W + tid);
     }
     /* 2 blocks per SM: 2 predecessors a round, or the fold's registers spill */
-    carry = lookback_carry<MB == 1 ? 4 : 2>(cp.lb, r, chunk, W, aggA, aggB, carry, lsm);
+    carry = lookback_carry<MB == 1 ? 4 : 2, kEarly>(cp.lb, r, chunk, W, aggA, aggB, carry, lsm);
     if (tid < W && tile * W + tid < p.H && s_first <= L - 1 && L - 1 < s_first + C)
         state_out<T, BWD>(p, b, tile * W + tid, L, aggA * carry + aggB);
 
