@@ -293,7 +293,10 @@ prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
  *  2. load S steps of (x, y) with 16-byte loads; reduce them serially to the
  *     thread's summary (A = prod x, B = scan of y from zero).
  *  3. inclusive Hillis-Steele scan of the summaries over the TY time threads
- *     in shared memory; the last row is the block's aggregate.
+ *     in shared memory; the last row is the block's aggregate. Few-chain
+ *     tiles first reduce the summaries to the aggregate (shuffles within
+ *     each warp, then the 8 warp aggregates in order) and publish it, so
+ *     the look-backs of later tiles do not wait for this scan.
  *  4. publish the aggregate, look back over the predecessors for the
  *     nearest inclusive prefix P, composing the aggregates in between,
  *     publish the inclusive prefix (lookback_carry). Chunk 0 knows its
