@@ -108,10 +108,10 @@ typedef struct {
 static result results[MAX_RESULTS];
 static int nresults;
 
-/* Median ms of `reps` timed runs (after one warm-up), forward only or
- * forward + backward. Returns < 0, printing why, when one call is too slow. */
 static int queued = 1; /* --timing: queued (1) or idle (0) */
 
+/* Median ms of `reps` timed runs (after one warm-up), forward only or
+ * forward + backward. Returns < 0, printing why, when one call is too slow. */
 static double time_scan(prnn_ctx *ctx, cudaStream_t s, const prnn_scan_desc *d, const buffers *bf,
                         int with_backward, int reps, double limit_s)
 {
@@ -121,10 +121,7 @@ static double time_scan(prnn_ctx *ctx, cudaStream_t s, const prnn_scan_desc *d, 
     float ms[MAX_REPS];
     double out = -1.0;
     for (int i = -1; i < reps; i++) { /* i = -1: warm-up, also the too-slow probe */
-        if (queued && bench_flush(s) != 0) {
-            fprintf(stderr, "cache flush failed\n");
-            exit(1);
-        }
+        if (queued) bench_flush_before(s);
         CUDA_CHECK(cudaEventRecord(e0, s));
         PRNN_CHECK(prnn_scan_forward(ctx, d, bf->h, bf->hT, bf->a, bf->b, bf->h0));
         if (with_backward)

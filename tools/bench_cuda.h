@@ -34,6 +34,16 @@ static inline float bench_median(float *v, int n)
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The queued timing's flush before a timed call on s (bench_flush_init
+ * done); a failed launch ends the benchmark. */
+static inline void bench_flush_before(cudaStream_t s)
+{
+    if (bench_flush(s) != 0) {
+        fprintf(stderr, "cache flush failed\n");
+        exit(1);
+    }
+}
+
 /* Bytes per second of a device-to-device copy on stream s, read + write;
  * queued: each timed copy behind a cache flush (bench_flush_init done). */
 static inline double bench_copy_bandwidth(cudaStream_t s, int queued)
@@ -49,10 +59,7 @@ static inline double bench_copy_bandwidth(cudaStream_t s, int queued)
     float ms[25];
     for (int i = 0; i < 3; i++) CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
     for (int i = 0; i < 25; i++) {
-        if (queued && bench_flush(s) != 0) {
-            fprintf(stderr, "cache flush failed\n");
-            exit(1);
-        }
+        if (queued) bench_flush_before(s);
         CUDA_CHECK(cudaEventRecord(e0, s));
         CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
         CUDA_CHECK(cudaEventRecord(e1, s));
