@@ -74,6 +74,11 @@ inline float __shfl_up_sync(unsigned mask, float v, unsigned d)
     const int lane = (int)(threadIdx.x % 32); /* blocks are 1-D here */
     return prnn_sim::shfl(mask, v, lane >= (int)d ? lane - (int)d : lane);
 }
+inline float __shfl_down_sync(unsigned mask, float v, unsigned d)
+{
+    const int lane = (int)(threadIdx.x % 32);
+    return prnn_sim::shfl(mask, v, lane + (int)d < 32 ? lane + (int)d : lane);
+}
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
