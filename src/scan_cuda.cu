@@ -886,10 +886,27 @@ constexpr int64_t kStageWaves = PRNN_STAGE_WAVES;
 #else
 constexpr int64_t kStageWaves = 4;
 #endif
+/* Few chains: tiles of at most few_vecs vectors of a row, so more chains
+ * share the card (chunked_run). The 16-bit forward takes 8 (64 columns),
+ * the rest 16 (fp32: 64 columns, 16-bit: 128). Measured on an H200 (runs
+ * r07, r08; dev/cuda/README.md), forward % of the copy roofline, 16 -> 8
+ * vectors: bf16 1x1Mx256 72.8-73.1 -> 80.6-81.1, fp16 70.9-72.3 ->
+ * 79.1-79.2, bf16 1x64Kx256 50.5-50.8 -> 52.5-52.7; at 8 the 16-bit
+ * backward ran 1-3% slower and the fp32 scan lost 2-8 points.
+ * PRNN_FEW_VECS sets every case (lab sweeps). */
+template <typename T, bool BWD> constexpr int few_vecs()
+{
+#ifdef PRNN_FEW_VECS
+    return PRNN_FEW_VECS;
+#else
+    return sizeof(T) == 2 && !BWD ? 8 : 16;
+#endif
+}
+
 template <typename T, int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p)
 {
     using C = stage_cfg<T>;
-    const int lg_tx = chunked_lg_tx<VEC>(p.H, 16 * VEC);
+    const int lg_tx = chunked_lg_tx<VEC>(p.H, few_vecs<T, false>() * VEC);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
     const int64_t steps = TY * (chunk_steps<VEC, C::reg>() + C::staged);
     const int64_t tiles = p.B * ceil_div(p.H, W) * ceil_div(p.T, steps);
@@ -903,14 +920,13 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     return chunked_launch<T, VEC, BWD, PRNN_CHUNK_STEPS, PRNN_CHUNK_MIN_BLOCKS>(st, p, 32 * VEC);
 #else
     /* Chains = B * column tiles of the widest tile (32 vectors). Few chains
-     * get tiles of at most 16 vectors (256 bytes of a row: 64 fp32 or 128
-     * bf16/fp16 columns), so more chains share the card. Measured on an
-     * H200 (fwd / fwd+bwd % of the copy roofline): bf16 1x1Mx256 49% -> 61%
-     * forward against 32-vector tiles; fp32 1x1Mx256 62.5 / 70.8 -> 69.9 /
-     * 76.8, 4x64Kx256 69.1 / 75.3 -> 73.7 / 77.3 and 1x64Kx256 53.9 / 63.6
-     * -> 56.8 / 66.1 against 32 (bf16 at 8 vectors was no better). Many
-     * chains keep the widest tiles, which measured 2 points better there.
-     * The scalar path keeps 32 columns. */
+     * get narrower tiles (few_vecs: 16 vectors, 8 in the 16-bit forward),
+     * so more chains share the card. Measured on an H200 (fwd / fwd+bwd %
+     * of the copy roofline), 16 vectors against 32: bf16 1x1Mx256 49% ->
+     * 61% forward; fp32 1x1Mx256 62.5 / 70.8 -> 69.9 / 76.8, 4x64Kx256
+     * 69.1 / 75.3 -> 73.7 / 77.3 and 1x64Kx256 53.9 / 63.6 -> 56.8 / 66.1.
+     * Many chains keep the widest tiles, which measured 2 points better
+     * there. The scalar path keeps 32 columns. */
     const int64_t W = ((int64_t)1 << chunked_lg_tx<VEC>(p.H, 32 * VEC)) * VEC;
     const int64_t chains = p.B * ceil_div(p.H, W);
     if (chains < kFewChains) {
@@ -918,14 +934,15 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
             using C = stage_cfg<T>;
             if (chunked_stage_steps<T, VEC>(st, p) &&
                 chunked_fits<T, VEC, BWD, C::reg, C::blocks, C::staged>(st))
-                return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(st, p, 16 * VEC);
+                return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(
+                    st, p, few_vecs<T, BWD>() * VEC);
         }
         /* the backward's staged h_{s-1} (64 KiB) where it fits, else the
          * tile of 8 steps at 2 blocks per SM, which loads it after the
          * look-back */
-        if (!chunked_fits<T, VEC, BWD, 16, 1>(st))
-            return chunked_launch<T, VEC, BWD, 8, 2>(st, p, VEC == 1 ? 32 : 16 * VEC);
-        return chunked_launch<T, VEC, BWD, 16, 1>(st, p, VEC == 1 ? 32 : 16 * VEC);
+        const int64_t cols = VEC == 1 ? 32 : few_vecs<T, BWD>() * VEC;
+        if (!chunked_fits<T, VEC, BWD, 16, 1>(st)) return chunked_launch<T, VEC, BWD, 8, 2>(st, p, cols);
+        return chunked_launch<T, VEC, BWD, 16, 1>(st, p, cols);
     }
     return chunked_launch<T, VEC, BWD, 8, 2>(st, p, 32 * VEC);
 #endif
