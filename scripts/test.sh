@@ -7,7 +7,9 @@
 #   scripts/test.sh --sanitize   ASan + UBSan build in build-asan/ (CPU only)
 #   scripts/test.sh --gpu        also run the GPU suites (needs a CUDA device)
 #
-# CPU suites are the programs build*/prnn_tests and build*/prnn_test_*; GPU
+# CPU suites are the programs build*/prnn_tests and build*/prnn_test_*, and
+# (release mode, PRNN_TEST_SIM=0 skips it) the CUDA scan kernels run on the
+# CPU by dev/cuda/sim; GPU
 # suites are prnn_tests_cuda and prnn_gpu_test_*. Each ends with its own
 # "N passed, N failed" line. The distributed suites (prnn_test_dist,
 # prnn_test_dist_seq, prnn_gpu_test_dist, prnn_gpu_test_dist_seq: built when
@@ -93,6 +95,13 @@ if [ -x "$dir/prnn_test_dist" ] && command -v mpirun >/dev/null; then
   fi
 elif [ -x "$dir/prnn_test_dist" ]; then
   echo "== prnn_test_dist skipped: no mpirun on the PATH"
+fi
+# The CUDA scan's kernels on the CPU (release mode, where a C++ compiler is
+# found): src/scan_cuda.cu compiled against dev/cuda/sim's simulator of
+# blocks, warps and look-back words, every staged path forced, checked
+# against the CPU reference (the GPU suite's quick shapes).
+if [ "$mode" = release ] && [ "${PRNN_TEST_SIM:-1}" = 1 ] && command -v g++ >/dev/null; then
+  run_suite env SIM_DEFS="-DPRNN_STAGE_WAVES=0 -DPRNN_STAGE16_LONG_T=300" dev/cuda/sim/run.sh --quick
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
