@@ -903,10 +903,11 @@ template <typename T, bool BWD> constexpr int few_vecs()
 #endif
 }
 
-template <typename T, int VEC> bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p)
+template <typename T, int VEC>
+bool chunked_stage_steps(const prnn_cuda_state *st, const scan_params &p, int64_t max_cols)
 {
     using C = stage_cfg<T>;
-    const int lg_tx = chunked_lg_tx<VEC>(p.H, few_vecs<T, false>() * VEC);
+    const int lg_tx = chunked_lg_tx<VEC>(p.H, max_cols);
     const int64_t TX = (int64_t)1 << lg_tx, TY = kThreads / TX, W = TX * VEC;
     const int64_t steps = TY * (chunk_steps<VEC, C::reg>() + C::staged);
     const int64_t tiles = p.B * ceil_div(p.H, W) * ceil_div(p.T, steps);
@@ -930,18 +931,18 @@ prnn_status chunked_run(prnn_cuda_state *st, const scan_params &p)
     const int64_t W = ((int64_t)1 << chunked_lg_tx<VEC>(p.H, 32 * VEC)) * VEC;
     const int64_t chains = p.B * ceil_div(p.H, W);
     if (chains < kFewChains) {
+        const int64_t cols = VEC == 1 ? 32 : few_vecs<T, BWD>() * VEC;
         if constexpr (!BWD && VEC > 1) {
             using C = stage_cfg<T>;
-            if (chunked_stage_steps<T, VEC>(st, p) &&
+            if (chunked_stage_steps<T, VEC>(st, p, cols) &&
                 chunked_fits<T, VEC, BWD, C::reg, C::blocks, C::staged>(st))
-                return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(
-                    st, p, few_vecs<T, BWD>() * VEC);
+                return chunked_launch<T, VEC, BWD, C::reg, C::blocks, C::staged>(st, p, cols);
         }
         /* the backward's staged h_{s-1} (64 KiB) where it fits, else the
          * tile of 8 steps at 2 blocks per SM, which loads it after the
          * look-back */
-        const int64_t cols = VEC == 1 ? 32 : few_vecs<T, BWD>() * VEC;
-        if (!chunked_fits<T, VEC, BWD, 16, 1>(st)) return chunked_launch<T, VEC, BWD, 8, 2>(st, p, cols);
+        if (!chunked_fits<T, VEC, BWD, 16, 1>(st))
+            return chunked_launch<T, VEC, BWD, 8, 2>(st, p, cols);
         return chunked_launch<T, VEC, BWD, 16, 1>(st, p, cols);
     }
     return chunked_launch<T, VEC, BWD, 8, 2>(st, p, 32 * VEC);
