@@ -550,14 +550,14 @@ int main(int argc, char **argv)
         for (int di = 0; di < 2; di++) run_case(PRNN_SCAN_AUTO, dtypes[di], longT[1], &OPTS[5]);
         /* Few long chains on the vector path (CHUNKED's few-chain tiles:
          * the forward's staged steps, the backward's staged h_{s-1}) with
-         * every option set and dtype: one chain, three, and rows of two
-         * column tiles whose second is half empty (H = 96 in tiles of
-         * 64). */
-        const shape lag[] = {{1, 300007, 64, 0}, {3, 150001, 64, 0}, {2, 100003, 96, 0}};
-        for (int si = 0; si < 3; si++)
+         * every option set and dtype: one chain, three, and H = 96, which
+         * the 64-column tiles (fp32, the 16-bit forward) cut into two,
+         * the second half empty. */
+        const shape few_long[] = {{1, 300007, 64, 0}, {3, 150001, 64, 0}, {2, 100003, 96, 0}};
+        for (int si = 0; si < (int)(sizeof few_long / sizeof few_long[0]); si++)
             for (int di = 0; di < 3; di++)
                 for (int oi = 0; oi < N_OPTS; oi++)
-                    run_case(PRNN_SCAN_CHUNKED, dtypes[di], lag[si], &OPTS[oi]);
+                    run_case(PRNN_SCAN_CHUNKED, dtypes[di], few_long[si], &OPTS[oi]);
     }
     /* Many channels: the striped scan's configurations (on an H200, fp32
      * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
