@@ -1,0 +1,531 @@
+/*
+ * window.cu - a few-chain forward scan that holds a window of tiles on chip
+ * and resolves each tile's carry in the worker itself: a bound and a design
+ * test for B*H = 64 and 256 at long T (fp32, B = 1, H a multiple of 64).
+ *
+ * A persistent grid, one block per SM (a cooperative launch). Worker j owns
+ * chain r = j % R (R = H / 64: 64-column tiles) and the chunks c0 = j / R,
+ * c0 + Gc, c0 + 2 Gc, ... of it (Gc = G / R, G the grid rounded down to a
+ * multiple of R). A tile's a and b arrive by bulk copies (cp.async.bulk,
+ * completion counted on an mbarrier) into a ring of NS shared-memory
+ * stages, NS - 2 tiles ahead of the one reduced. In its iteration k a worker
+ *
+ *  1. (MODE 1) folds the aggregates of chunks cf - Gc + 1 .. cf - 1 of its
+ *     chain onto its own prefix through chunk cf - Gc, where cf is tile
+ *     k - 1's chunk: tile k - 1's carry-in. Those aggregates were published
+ *     in the other workers' iterations k - 1 and k - 2, so nobody waits on
+ *     a carry, only on aggregates, and every worker's chain of prefixes is
+ *     its own: no look-back, no scanner;
+ *  2. reduces tile k from shared memory, scans it over its 16 time threads
+ *     and (MODE 1) publishes its aggregate as tagged words;
+ *  3. finishes tile k - 1 from its carry: re-runs the steps from shared
+ *     memory and writes h once;
+ *  4. copies tile k - 1 + NS into the stage tile k - 1 held.
+ *
+ * MODE 0 skips steps 1's fold and 2's publish and takes the worker's own
+ * prefix as the carry: wrong results, the bound of the loop without any
+ * exchange between blocks. MODE 1 is checked against a serial reference.
+ *
+ * Build: nvcc -std=c++17 -O3 -arch=sm_90 -I../../../tools window.cu
+ *        ../../../tools/bench_flush.cu -o window
+ * Run:   ./window [T]   (default 2^20; prints a table against the copy
+ *        roofline, queued timing as prnn_bench_cuda's)
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "bench_cuda.h"
+
+constexpr int kThreads = 256, TX = 16, TY = 16, W = 64; /* float4 column threads, time threads */
+
+struct wparams {
+    const float *a, *b;
+    float *h;
+    int64_t T;
+    int H, R, G;
+    unsigned long long *words; /* (chunks * R, 2, W): per tile its A and B words */
+    unsigned long long *gwords; /* MODE 2: (windows * ng * R, 2, W) group aggregates */
+    unsigned long long *pwords; /* MODE 2: (windows * R, W) state after a window's last tile */
+    int g, ng;                 /* MODE 2: positions a group, groups a window */
+    unsigned tag;              /* this launch's tag, never 0 */
+};
+
+__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *m, unsigned n)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(saddr(m)), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect(uint64_t *m, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(saddr(m)), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *m, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n"
+                 "}" ::"r"(saddr(m)),
+                 "r"(parity)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *m)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     saddr(dst)),
+                 "l"(src), "r"(bytes), "r"(saddr(m))
+                 : "memory");
+}
+
+__device__ __forceinline__ unsigned long long ld_word(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_word(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
+{
+    return ((unsigned long long)tag << 32) | __float_as_uint(v);
+}
+
+/* Warp 0 copies chunk c of chain r into stage st (a rows, then b rows). */
+template <int L>
+__device__ void issue_tile(const wparams &p, int r, int64_t c, float *st, uint64_t *m)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t row0 = c * L;
+    const int nrows = (int)(p.T - row0 < L ? p.T - row0 : L);
+    const unsigned rb = W * sizeof(float);
+    if (lane == 0) mbar_expect(m, 2u * (unsigned)nrows * rb);
+    __syncwarp();
+    if (p.R == 1) {
+        if (lane == 0) {
+            bulk_copy(st, p.a + row0 * p.H, nrows * rb, m);
+            bulk_copy(st + L * W, p.b + row0 * p.H, nrows * rb, m);
+        }
+    } else {
+        for (int i = lane; i < nrows; i += 32) {
+            bulk_copy(st + i * W, p.a + (row0 + i) * p.H + r * W, rb, m);
+            bulk_copy(st + (L + i) * W, p.b + (row0 + i) * p.H + r * W, rb, m);
+        }
+    }
+}
+
+/* The composition, in order, of the elements e0 <= e < e1 of a sequence of
+ * published aggregates, column col: at(e, &single) gives element e's A word
+ * (its B word W further on), or with single set a state word (A = 0, B =
+ * the state). Loads NB elements at once and polls those not out yet. */
+template <int NB, typename At>
+__device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, float &fA, float &fB)
+{
+    fA = 1.0f;
+    fB = 0.0f;
+    for (int ib = e0; ib < e1; ib += NB) {
+        unsigned long long va[NB], vb[NB];
+        bool one[NB];
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            va[e] = vb[e] = 0ull;
+            one[e] = false;
+        }
+        for (int round = 0;; round++) {
+            bool all = true;
+#pragma unroll
+            for (int e = 0; e < NB; e++) {
+                if (ib + e >= e1) continue;
+                bool single;
+                const unsigned long long *q = at(ib + e, &single);
+                one[e] = single;
+                if ((unsigned)(va[e] >> 32) != tag) va[e] = ld_word(q);
+                if (!single && (unsigned)(vb[e] >> 32) != tag) vb[e] = ld_word(q + W);
+                all = all && (unsigned)(va[e] >> 32) == tag && (single || (unsigned)(vb[e] >> 32) == tag);
+            }
+            if (all) break;
+            __nanosleep(32);
+        }
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            if (ib + e >= e1) continue;
+            const float qA = one[e] ? 0.0f : __uint_as_float((unsigned)va[e]);
+            const float qB = one[e] ? __uint_as_float((unsigned)va[e]) : __uint_as_float((unsigned)vb[e]);
+            fB = qA * fB + qB;
+            fA = qA * fA;
+        }
+    }
+}
+
+template <int S, int NS, int MODE>
+__global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
+{
+    constexpr int L = TY * S, NB = 34; /* tile steps; tiles a fold batch (a part in one) */
+    extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX]; /* each warp's inclusive aggregate */
+    __shared__ float partA[4][W], partB[4][W], carry[W], gpA[4][W], gpB[4][W];
+
+    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
+    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R;
+    const int64_t c0 = j / R, NC = (p.T + L - 1) / L;
+    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    auto rows = [&](int64_t c) { return (int)(p.T - c * L < L ? p.T - c * L : L); };
+
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == 0)
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L>(p, r, c0 + k * Gc, stage(k), &full[k % NS]);
+
+    float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
+    float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W: column tid) */
+    float X = 0.0f;              /* the chain's state after this worker's last finished tile */
+
+    for (int64_t k = 0; k <= nk; k++) {
+        const int64_t cf = c0 + (k - 1) * Gc; /* the chunk finished in this iteration */
+        if (MODE == 1 && k >= 1) {
+            /* 1. fold chunks lo .. cf - 1 onto X, in four parts */
+            const int64_t lo = cf - Gc + 1 > 0 ? cf - Gc + 1 : 0, nf = cf - lo;
+            const int part = tid / W, col = tid % W;
+            const int64_t i0 = lo + part * nf / 4, i1 = lo + (part + 1) * nf / 4;
+            float fA = 1.0f, fB = 0.0f;
+            for (int64_t ib = i0; ib < i1; ib += NB) {
+                unsigned long long va[NB], vb[NB];
+#pragma unroll
+                for (int e = 0; e < NB; e++) va[e] = vb[e] = 0ull;
+                for (;;) {
+                    bool out = true;
+#pragma unroll
+                    for (int e = 0; e < NB; e++) {
+                        if (ib + e >= i1) continue;
+                        const unsigned long long *q = p.words + ((ib + e) * R + r) * 2 * W + col;
+                        if ((unsigned)(va[e] >> 32) != p.tag) { va[e] = ld_word(q); out = false; }
+                        if ((unsigned)(vb[e] >> 32) != p.tag) { vb[e] = ld_word(q + W); out = false; }
+                    }
+                    if (out) break;
+                    bool all = true;
+#pragma unroll
+                    for (int e = 0; e < NB; e++)
+                        if (ib + e < i1)
+                            all = all && (unsigned)(va[e] >> 32) == p.tag && (unsigned)(vb[e] >> 32) == p.tag;
+                    if (all) break;
+                    __nanosleep(32);
+                }
+#pragma unroll
+                for (int e = 0; e < NB; e++) {
+                    if (ib + e >= i1) continue;
+                    const float qA = __uint_as_float((unsigned)va[e]), qB = __uint_as_float((unsigned)vb[e]);
+                    fB = qA * fB + qB;
+                    fA = qA * fA;
+                }
+            }
+            partA[part][col] = fA;
+            partB[part][col] = fB;
+        }
+
+        const int pos = (int)c0, grp = pos / p.g, part = tid / W, col = tid % W;
+        const int64_t w = k - 1; /* the window of the tile finished in this iteration */
+        if (MODE == 2 && k >= 1) {
+            /* 1'. the leader of this iteration folds its group's aggregates
+             * of window w and publishes them (rotating among the members) */
+            const int64_t first = w * Gc + grp * p.g;
+            int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
+            if (NC - first < gsz) gsz = (int)(NC - first);
+            if (pos - grp * p.g == (int)(k % gsz)) {
+                float fA, fB;
+                auto at = [&](int e, bool *single) {
+                    *single = false;
+                    return p.words + ((first + e) * R + r) * 2 * W + col;
+                };
+                fold_words<4>(at, part * gsz / 4, (part + 1) * gsz / 4, p.tag, fA, fB);
+                gpA[part][col] = fA;
+                gpB[part][col] = fB;
+                __syncthreads();
+                if (tid < W) {
+                    float a = 1.0f, b = 0.0f;
+                    for (int q = 0; q < 4; q++) {
+                        b = gpA[q][tid] * b + gpB[q][tid];
+                        a = gpA[q][tid] * a;
+                    }
+                    unsigned long long *gw = p.gwords + ((w * p.ng + grp) * R + r) * 2 * W;
+                    st_word(gw + tid, make_word(a, p.tag));
+                    st_word(gw + W + tid, make_word(b, p.tag));
+                }
+            }
+        }
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k's, kept */
+        float nA = 1.0f, nB = 0.0f; /* tile k's aggregate (threads < W) */
+        if (k < nk) {
+            /* 2. reduce tile k */
+            const int64_t c = c0 + k * Gc;
+            const int nr = rows(c);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            const float *sa = stage(k), *sb = sa + L * W;
+            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int row = ty * S + s;
+                if (row < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
+                }
+            }
+            /* the warp's two time rows: lanes 16..31 compose lanes 0..15 */
+            float iA[4], iB[4], xA[4], xB[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+                xA[v] = lane >= 16 ? qA : 1.0f;
+                xB[v] = lane >= 16 ? qB : 0.0f;
+                iB[v] = A[v] * xB[v] + Bs[v];
+                iA[v] = A[v] * xA[v];
+            }
+            if (lane >= 16) {
+                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
+                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
+            }
+            __syncthreads();
+            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int w = 0; w < warp; w++) {
+                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
+                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+            }
+#pragma unroll
+            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+            if (tid < W) {
+                for (int w = 0; w < 8; w++) {
+                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
+                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
+                    nB = qA * nB + qB;
+                    nA = qA * nA;
+                }
+                if (MODE >= 1) {
+                    unsigned long long *my = p.words + (c * R + r) * 2 * W;
+                    st_word(my + tid, make_word(nA, p.tag));
+                    st_word(my + W + tid, make_word(nB, p.tag));
+                }
+            }
+        } else {
+            __syncthreads(); /* the fold's parts, as above */
+        }
+
+        if (MODE == 2 && k >= 1) {
+            /* 1''. tile k - 1's carry: the state after window w - 1, the
+             * aggregates of the groups before its own, those of its group's
+             * members before it */
+            const int hasP = w > 0, m = hasP + grp + (pos - grp * p.g);
+            auto at = [&](int e, bool *single) {
+                *single = hasP && e == 0;
+                if (*single) return p.pwords + ((w - 1) * R + r) * W + col;
+                const int e2 = e - hasP;
+                if (e2 < grp) return p.gwords + ((w * p.ng + e2) * R + r) * 2 * W + col;
+                return p.words + ((w * Gc + grp * p.g + (e2 - grp)) * R + r) * 2 * W + col;
+            };
+            float fA, fB;
+            fold_words<8>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA, fB);
+            partA[part][col] = fA;
+            partB[part][col] = fB;
+            __syncthreads();
+        }
+        if (k >= 1) {
+            /* 3. finish tile k - 1 (chunk cf) */
+            if (tid < W) {
+                float x = X;
+                if (MODE == 2) x = 0.0f; /* h0; the state after window w - 1 is the first element */
+                if (MODE >= 1)
+                    for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
+                carry[tid] = x;
+                X = aggA * x + aggB;
+                if (MODE == 2 && pos == Gc - 1)
+                    st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
+            }
+            __syncthreads();
+            const float *sa = stage(k - 1), *sb = sa + L * W;
+            const int nr = rows(cf);
+            float st[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
+            float *hp = p.h + (cf * L + ty * S) * p.H + r * W + tx * 4;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int row = ty * S + s;
+                if (row < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    st[0] = av.x * st[0] + bv.x;
+                    st[1] = av.y * st[1] + bv.y;
+                    st[2] = av.z * st[2] + bv.z;
+                    st[3] = av.w * st[3] + bv.w;
+                    __stcs(reinterpret_cast<float4 *>(hp + (int64_t)s * p.H), make_float4(st[0], st[1], st[2], st[3]));
+                }
+            }
+        }
+        __syncthreads(); /* stage k - 1, the warp aggregates, carry and the parts read */
+        if (k >= 1 && warp == 0 && k - 1 + NS < nk) {
+            /* 4. the stage of tile k - 1 takes tile k - 1 + NS */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue_tile<L>(p, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
+        }
+        if (k < nk) {
+#pragma unroll
+            for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
+            aggA = nA;
+            aggB = nB;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct config {
+    const char *name;
+    void (*kernel)(wparams);
+    int S, NS, mode;
+};
+
+#define CFG(S, NS, M) {#S ":" #NS, window_kernel<S, NS, M>, S, NS, M}
+
+int main(int argc, char **argv)
+{
+    const int64_t T = argc > 1 ? atoll(argv[1]) : (1 << 20);
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (bench_flush_init() != 0) return 1;
+    const double roof = bench_copy_bandwidth(s, 1);
+    int sms;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    printf("copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20\n", roof * 1e-9, sms,
+           (long long)T);
+
+    const config cfgs[] = {CFG(9, 3, 0), CFG(9, 3, 2), CFG(8, 3, 0), CFG(8, 3, 2), CFG(6, 4, 0),
+                           CFG(6, 4, 2), CFG(5, 5, 0), CFG(5, 5, 2), CFG(9, 3, 1)};
+    int optin;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    const int Hs[] = {64, 256};
+    printf("\n| H | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n|---|---|---|---|---|---|---|\n");
+    for (int hi = 0; hi < 2; hi++) {
+        const int H = Hs[hi], R = H / W;
+        const size_t n = (size_t)T * H;
+        float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4), *hh = (float *)malloc(n * 4);
+        for (size_t i = 0; i < n; i++) {
+            ha[i] = (float)(0.5 + 0.5 * urand());
+            hb[i] = (float)(urand() - 0.5);
+        }
+        double *ref = (double *)malloc(n * 8);
+        for (int c = 0; c < H; c++) {
+            double x = 0.0;
+            for (int64_t t = 0; t < T; t++) {
+                x = (double)ha[t * H + c] * x + (double)hb[t * H + c];
+                ref[t * H + c] = x;
+            }
+        }
+        float *da, *db, *dh;
+        CUDA_CHECK(cudaMalloc(&da, n * 4));
+        CUDA_CHECK(cudaMalloc(&db, n * 4));
+        CUDA_CHECK(cudaMalloc(&dh, n * 4));
+        CUDA_CHECK(cudaMemcpy(da, ha, n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(db, hb, n * 4, cudaMemcpyHostToDevice));
+        const int64_t maxchunks = (T + 63) / 64; /* tiles of 64 steps or more */
+        const size_t nwords = (size_t)maxchunks * R * 2 * W * 3; /* A/B, group, state words */
+        unsigned long long *words;
+        CUDA_CHECK(cudaMalloc(&words, nwords * 8));
+        CUDA_CHECK(cudaMemset(words, 0, nwords * 8));
+        unsigned tag = 0;
+        for (const config &cf : cfgs) {
+            const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * 4;
+            cudaFuncAttributes fa;
+            CUDA_CHECK(cudaFuncGetAttributes(&fa, cf.kernel));
+            if (smem + fa.sharedSizeBytes > (size_t)optin) {
+                printf("| %d | %s | %d | no room |\n", H, cf.name, cf.mode);
+                continue;
+            }
+            CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            int per;
+            CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, kThreads, smem));
+            const int G = (sms / R) * R, Gc = G / R;
+            int g = 1;
+            while (g * g < Gc) g++;
+            wparams p = {da, db, dh, T, H, R, G, words, words + nwords / 3, words + 2 * (nwords / 3),
+                         g, (Gc + g - 1) / g, 0};
+            if (per < 1) {
+                printf("| %d | %s | %d | no room |\n", H, cf.name, cf.mode);
+                continue;
+            }
+            auto launch = [&]() {
+                p.tag = ++tag;
+                void *args[] = {&p};
+                CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, kThreads, args, smem, s));
+            };
+            CUDA_CHECK(cudaMemsetAsync(dh, 0, n * 4, s));
+            launch();
+            CUDA_CHECK(cudaStreamSynchronize(s));
+            CUDA_CHECK(cudaMemcpy(hh, dh, n * 4, cudaMemcpyDeviceToHost));
+            double err = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                const double e = fabs((double)hh[i] - ref[i]) / (fabs(ref[i]) + 1e-2);
+                if (!(e <= err)) err = e;
+            }
+            for (int i = 0; i < 2; i++) launch();
+            cudaEvent_t e0, e1;
+            CUDA_CHECK(cudaEventCreate(&e0));
+            CUDA_CHECK(cudaEventCreate(&e1));
+            float ms[20];
+            for (int i = 0; i < 20; i++) {
+                bench_flush_before(s);
+                CUDA_CHECK(cudaEventRecord(e0, s));
+                launch();
+                CUDA_CHECK(cudaEventRecord(e1, s));
+                CUDA_CHECK(cudaEventSynchronize(e1));
+                CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+            }
+            const double t = bench_median(ms, 20) * 1e-3, bw = 12.0 * (double)n / t;
+            printf("| %d | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, cf.name, cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound",
+                   t * 1e3, bw * 1e-9, 100.0 * bw / roof, err,
+                   cf.mode >= 1 && !(err < 1e-3) ? " FAIL" : "");
+            fflush(stdout);
+            CUDA_CHECK(cudaEventDestroy(e0));
+            CUDA_CHECK(cudaEventDestroy(e1));
+        }
+        CUDA_CHECK(cudaFree(words));
+        CUDA_CHECK(cudaFree(da));
+        CUDA_CHECK(cudaFree(db));
+        CUDA_CHECK(cudaFree(dh));
+        free(ha);
+        free(hb);
+        free(hh);
+        free(ref);
+    }
+    return 0;
+}
