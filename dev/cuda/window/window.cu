@@ -31,6 +31,8 @@
  * Run:   ./window [T]   (default 2^20; prints a table against the copy
  *        roofline, queued timing as prnn_bench_cuda's)
  */
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -44,8 +46,10 @@
 constexpr int kThreads = 256, TX = 16, TY = 16, W = 64; /* float4 column threads, time threads */
 
 struct wparams {
-    const float *a, *b;
-    float *h;
+    const float *a, *b; /* backward: a and dh */
+    float *h;           /* backward: db */
+    const float *hf;    /* backward: the forward's h (h_{t-1} of step t) */
+    float *hd;          /* backward: da */
     int64_t T;
     int H, R, G;
     unsigned long long *words; /* (chunks * R, 2, W): per tile its A and B words */
@@ -105,27 +109,37 @@ __device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
     return ((unsigned long long)tag << 32) | __float_as_uint(v);
 }
 
-/* Warp 0 copies chunk c of chain r into stage st (a rows, then b rows). */
-template <int L>
-__device__ void issue_tile(const wparams &p, int r, int64_t c, float *st, uint64_t *m)
+/* Chunk c's rows: [t0, t0 + n). The backward walks time from the end. */
+template <int L, bool BWD>
+__device__ __forceinline__ void chunk_rows(const wparams &p, int64_t c, int64_t &t0, int &n)
 {
-    const int lane = threadIdx.x & 31;
-    const int64_t row0 = c * L;
-    const int nrows = (int)(p.T - row0 < L ? p.T - row0 : L);
-    const unsigned rb = W * sizeof(float);
-    if (lane == 0) mbar_expect(m, 2u * (unsigned)nrows * rb);
-    __syncwarp();
-    if (p.R == 1) {
-        if (lane == 0) {
-            bulk_copy(st, p.a + row0 * p.H, nrows * rb, m);
-            bulk_copy(st + L * W, p.b + row0 * p.H, nrows * rb, m);
-        }
-    } else {
-        for (int i = lane; i < nrows; i += 32) {
-            bulk_copy(st + i * W, p.a + (row0 + i) * p.H + r * W, rb, m);
-            bulk_copy(st + (L + i) * W, p.b + (row0 + i) * p.H + r * W, rb, m);
-        }
-    }
+    const int64_t hi = BWD ? p.T - c * L : (c + 1) * L < p.T ? (c + 1) * L : p.T;
+    t0 = BWD ? (hi - L > 0 ? hi - L : 0) : c * L;
+    n = (int)(hi - t0);
+}
+
+__device__ __forceinline__ void tma_2d(void *dst, const CUtensorMap *map, int x, int y, uint64_t *m)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                     saddr(dst)),
+                 "l"(map), "r"(x), "r"(y), "r"(saddr(m))
+                 : "memory");
+}
+
+/* One thread copies chunk c of chain r into stage st: a's box of L rows,
+ * then b's, stage row i holding time t0 + i (the backward's a: time
+ * t0 + i + 1, the coefficient of its step t0 + i; rows past T - 1 come as
+ * zeros). Tensor maps of boxes W x L over [T, H]. */
+template <int L, bool BWD>
+__device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb, int r, int64_t c,
+                           float *st, uint64_t *m)
+{
+    int64_t t0;
+    int nb;
+    chunk_rows<L, BWD>(p, c, t0, nb);
+    mbar_expect(m, 2u * L * W * sizeof(float));
+    tma_2d(st, ta, r * W, (int)(BWD ? t0 + 1 : t0), m);
+    tma_2d(st + L * W, tb, r * W, (int)t0, m);
 }
 
 /* The composition, in order, of the elements e0 <= e < e1 of a sequence of
@@ -171,8 +185,10 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
     }
 }
 
-template <int S, int NS, int MODE>
-__global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
+template <int S, int NS, int MODE, bool BWD>
+__global__ void __launch_bounds__(kThreads, 1)
+    window_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                  const __grid_constant__ CUtensorMap tb)
 {
     constexpr int L = TY * S, NB = 34; /* tile steps; tiles a fold batch (a part in one) */
     extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
@@ -185,15 +201,16 @@ __global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
     const int64_t c0 = j / R, NC = (p.T + L - 1) / L;
     const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-    auto rows = [&](int64_t c) { return (int)(p.T - c * L < L ? p.T - c * L : L); };
+    /* step i of a tile (thread ty's steps ty S .. ty S + S - 1): its stage row */
+    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
 
     if (tid == 0) {
         for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    if (warp == 0)
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L>(p, r, c0 + k * Gc, stage(k), &full[k % NS]);
+    if (tid == 0)
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
 
     float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
     float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W: column tid) */
@@ -201,6 +218,19 @@ __global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
 
     for (int64_t k = 0; k <= nk; k++) {
         const int64_t cf = c0 + (k - 1) * Gc; /* the chunk finished in this iteration */
+        float4 hq[BWD ? S : 1]; /* backward: h_{t-1} of its steps, loaded now */
+        if (BWD && k >= 1) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s;
+                const int64_t t = t0 + srow(i, nr);
+                hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const float4 *>(p.hf + (t - 1) * p.H + r * W + tx * 4))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
         if (MODE == 1 && k >= 1) {
             /* 1. fold chunks lo .. cf - 1 onto X, in four parts */
             const int64_t lo = cf - Gc + 1 > 0 ? cf - Gc + 1 : 0, nf = cf - lo;
@@ -276,15 +306,18 @@ __global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
         if (k < nk) {
             /* 2. reduce tile k */
             const int64_t c = c0 + k * Gc;
-            const int nr = rows(c);
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c, t0, nr);
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
             const float *sa = stage(k), *sb = sa + L * W;
             float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int s = 0; s < S; s++) {
-                const int row = ty * S + s;
-                if (row < nr) {
-                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    if (BWD && c == 0 && i == 0) av = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
                     const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
 #pragma unroll
@@ -364,30 +397,39 @@ __global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
             }
             __syncthreads();
             const float *sa = stage(k - 1), *sb = sa + L * W;
-            const int nr = rows(cf);
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
             float st[4];
 #pragma unroll
             for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
-            float *hp = p.h + (cf * L + ty * S) * p.H + r * W + tx * 4;
+            const int64_t colo = r * W + tx * 4;
 #pragma unroll
             for (int s = 0; s < S; s++) {
-                const int row = ty * S + s;
-                if (row < nr) {
-                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    if (BWD && cf == 0 && i == 0) av = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
                     st[0] = av.x * st[0] + bv.x;
                     st[1] = av.y * st[1] + bv.y;
                     st[2] = av.z * st[2] + bv.z;
                     st[3] = av.w * st[3] + bv.w;
-                    __stcs(reinterpret_cast<float4 *>(hp + (int64_t)s * p.H), make_float4(st[0], st[1], st[2], st[3]));
+                    const int64_t o = (t0 + row) * p.H + colo;
+                    __stcs(reinterpret_cast<float4 *>(p.h + o), make_float4(st[0], st[1], st[2], st[3]));
+                    if (BWD) {
+                        const float4 q = hq[s];
+                        __stcs(reinterpret_cast<float4 *>(p.hd + o),
+                               make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+                    }
                 }
             }
         }
         __syncthreads(); /* stage k - 1, the warp aggregates, carry and the parts read */
-        if (k >= 1 && warp == 0 && k - 1 + NS < nk) {
+        if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
             /* 4. the stage of tile k - 1 takes tile k - 1 + NS */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L>(p, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
         }
         if (k < nk) {
 #pragma unroll
@@ -395,6 +437,217 @@ __global__ void __launch_bounds__(kThreads, 1) window_kernel(const wparams p)
             aggA = nA;
             aggB = nB;
         }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* MODE 3: the groups' exchange by two warps of their own                    */
+/*
+ * The block of 256 compute threads and kX = 64 exchange threads (one a
+ * column). The compute threads reduce tile k, publish its aggregate, take
+ * tile k - 1's carry and finish it, as above; they never load a word of
+ * another block. The exchange threads, in their iteration k (k = 1 ..
+ * nk), (rotating leader) fold their group's aggregates of window k - 1 and
+ * publish them, then fold tile k - 1's carry (as MODE 2), hand it over and
+ * publish the state after the window's last tile, overlapping the compute
+ * threads' reduce of tile k. Named barriers: 1, the compute threads alone;
+ * 2 (HAND), the carry of tile k - 1 written (exchange arrives, compute
+ * waits); 3 (AGG), tile k's aggregate written and tile k - 1's carry read
+ * (compute arrives, exchange waits before it writes the next carry).
+ */
+constexpr int kX = 64;
+
+__device__ __forceinline__ void bar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void bar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+template <int S, int NS, bool BWD>
+__global__ void __launch_bounds__(kThreads + kX, 1)
+    xwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb)
+{
+    constexpr int L = TY * S, NALL = kThreads + kX;
+    extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float carry[W], aggS[2][2][W]; /* tile k's aggregate at [k & 1] */
+
+    const int tid = threadIdx.x;
+    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
+    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
+    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
+
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid >= kThreads) {
+        /* the exchange threads: column e */
+        const int e = tid - kThreads;
+        for (int64_t k = 1; k <= nk; k++) {
+            const int64_t w = k - 1;
+            const int64_t first = w * Gc + grp * p.g;
+            int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
+            if (NC - first < gsz) gsz = (int)(NC - first);
+            if (pos - grp * p.g == (int)(k % gsz)) {
+                float a, b;
+                auto at = [&](int i, bool *single) {
+                    *single = false;
+                    return p.words + ((first + i) * R + r) * 2 * W + e;
+                };
+                fold_words<12>(at, 0, gsz, p.tag, a, b);
+                unsigned long long *gw = p.gwords + ((w * p.ng + grp) * R + r) * 2 * W;
+                st_word(gw + e, make_word(a, p.tag));
+                st_word(gw + W + e, make_word(b, p.tag));
+            }
+            const int hasP = w > 0, m = hasP + grp + (pos - grp * p.g);
+            auto at = [&](int i, bool *single) {
+                *single = hasP && i == 0;
+                if (*single) return p.pwords + ((w - 1) * R + r) * W + e;
+                const int i2 = i - hasP;
+                if (i2 < grp) return p.gwords + ((w * p.ng + i2) * R + r) * 2 * W + e;
+                return p.words + ((w * Gc + grp * p.g + (i2 - grp)) * R + r) * 2 * W + e;
+            };
+            float fA, fB;
+            fold_words<24>(at, 0, m, p.tag, fA, fB);
+            bar_sync(3, NALL); /* tile k - 1's aggregate out, tile k - 2's carry read */
+            carry[e] = fB;     /* onto h0 = 0; the state after window w - 1 leads */
+            if (pos == Gc - 1)
+                st_word(p.pwords + (w * R + r) * W + e,
+                        make_word(aggS[(k - 1) & 1][0][e] * fB + aggS[(k - 1) & 1][1][e], p.tag));
+            bar_arrive(2, NALL);
+        }
+        return;
+    }
+
+    const int tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
+    if (tid == 0)
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
+    float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t k = 0; k <= nk; k++) {
+        const int64_t cf = c0 + (k - 1) * Gc;
+        float4 hq[BWD ? S : 1];
+        if (BWD && k >= 1) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s;
+                const int64_t t = t0 + srow(i, nr);
+                hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const float4 *>(p.hf + (t - 1) * p.H + r * W + tx * 4))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (k < nk) {
+            const int64_t c = c0 + k * Gc;
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c, t0, nr);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            const float *sa = stage(k), *sb = sa + L * W;
+            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
+                }
+            }
+            float xA[4], xB[4], iA[4], iB[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+                xA[v] = lane >= 16 ? qA : 1.0f;
+                xB[v] = lane >= 16 ? qB : 0.0f;
+                iB[v] = A[v] * xB[v] + Bs[v];
+                iA[v] = A[v] * xA[v];
+            }
+            if (lane >= 16) {
+                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
+                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
+            }
+            bar_sync(1, kThreads);
+            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int w = 0; w < warp; w++) {
+                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
+                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+            }
+#pragma unroll
+            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+            if (tid < W) {
+                float nA = 1.0f, nB = 0.0f;
+                for (int w = 0; w < 8; w++) {
+                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
+                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
+                    nB = qA * nB + qB;
+                    nA = qA * nA;
+                }
+                unsigned long long *my = p.words + (c * R + r) * 2 * W;
+                st_word(my + tid, make_word(nA, p.tag));
+                st_word(my + W + tid, make_word(nB, p.tag));
+                aggS[k & 1][0][tid] = nA;
+                aggS[k & 1][1][tid] = nB;
+            }
+        }
+        float st[4];
+        if (k >= 1) {
+            bar_sync(2, NALL); /* tile k - 1's carry */
+#pragma unroll
+            for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
+        }
+        if (k < nk) bar_arrive(3, NALL);
+        if (k >= 1) {
+            const float *sa = stage(k - 1), *sb = sa + L * W;
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
+            const int64_t colo = r * W + tx * 4;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    st[0] = av.x * st[0] + bv.x;
+                    st[1] = av.y * st[1] + bv.y;
+                    st[2] = av.z * st[2] + bv.z;
+                    st[3] = av.w * st[3] + bv.w;
+                    const int64_t o = (t0 + row) * p.H + colo;
+                    __stcs(reinterpret_cast<float4 *>(p.h + o), make_float4(st[0], st[1], st[2], st[3]));
+                    if (BWD) {
+                        const float4 q = hq[s];
+                        __stcs(reinterpret_cast<float4 *>(p.hd + o),
+                               make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+                    }
+                }
+            }
+        }
+        bar_sync(1, kThreads); /* stage k - 1 and the warp aggregates read */
+        if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
+        }
+        if (k < nk)
+#pragma unroll
+            for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
     }
 }
 
@@ -411,11 +664,41 @@ static double urand(void)
 
 struct config {
     const char *name;
-    void (*kernel)(wparams);
+    void (*kernel)(wparams, CUtensorMap, CUtensorMap);
     int S, NS, mode;
+    bool bwd;
 };
 
-#define CFG(S, NS, M) {#S ":" #NS, window_kernel<S, NS, M>, S, NS, M}
+#define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<S, NS, M, B>, S, NS, M, B}
+#define XCFG(S, NS, B) {#S ":" #NS, xwindow_kernel<S, NS, B>, S, NS, 3, B}
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
+
+/* A tensor map of boxes W x L over the [T, H] fp32 array at base. */
+static CUtensorMap tile_map(const float *base, int64_t T, int H, int L)
+{
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {(cuuint64_t)H, (cuuint64_t)T}, strides[1] = {(cuuint64_t)H * sizeof(float)};
+    const cuuint32_t box[2] = {(cuuint32_t)W, (cuuint32_t)L}, es[2] = {1, 1};
+    const CUresult e = encode_tiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)base, dims, strides, box, es,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (e != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)e);
+        exit(1);
+    }
+    return m;
+}
+
+static double max_rel_err(const float *x, const double *ref, size_t n)
+{
+    double err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)x[i] - ref[i]) / (fabs(ref[i]) + 1e-2);
+        if (!(e <= err)) err = e; /* NaN included */
+    }
+    return err;
+}
 
 int main(int argc, char **argv)
 {
@@ -423,109 +706,136 @@ int main(int argc, char **argv)
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (bench_flush_init() != 0) return 1;
+    cudaDriverEntryPointQueryResult q;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode_tiled, 12000,
+                                                cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess) return 1;
     const double roof = bench_copy_bandwidth(s, 1);
-    int sms;
+    int sms, optin;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    printf("copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20\n", roof * 1e-9, sms,
-           (long long)T);
-
-    const config cfgs[] = {CFG(9, 3, 0), CFG(9, 3, 2), CFG(8, 3, 0), CFG(8, 3, 2), CFG(6, 4, 0),
-                           CFG(6, 4, 2), CFG(5, 5, 0), CFG(5, 5, 2), CFG(9, 3, 1)};
-    int optin;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    printf("copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20; bytes per element "
+           "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
+           roof * 1e-9, sms, (long long)T);
+
+    const config cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), XCFG(9, 3, false), XCFG(8, 3, false),
+                           XCFG(6, 4, false),   CFG(9, 3, 0, true),  CFG(9, 3, 2, true), XCFG(9, 3, true),
+                           XCFG(8, 3, true),    XCFG(6, 4, true)};
     const int Hs[] = {64, 256};
-    printf("\n| H | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n|---|---|---|---|---|---|---|\n");
+    printf("\n| H | dir | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n"
+           "|---|---|---|---|---|---|---|---|\n");
     for (int hi = 0; hi < 2; hi++) {
         const int H = Hs[hi], R = H / W;
         const size_t n = (size_t)T * H;
-        float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4), *hh = (float *)malloc(n * 4);
+        float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4), *hf = (float *)malloc(n * 4);
+        float *out = (float *)malloc(n * 4);
+        double *ref = (double *)malloc(n * 8), *refd = (double *)malloc(n * 8);
         for (size_t i = 0; i < n; i++) {
             ha[i] = (float)(0.5 + 0.5 * urand());
             hb[i] = (float)(urand() - 0.5);
+            hf[i] = (float)(urand() - 0.5);
         }
-        double *ref = (double *)malloc(n * 8);
-        for (int c = 0; c < H; c++) {
-            double x = 0.0;
-            for (int64_t t = 0; t < T; t++) {
-                x = (double)ha[t * H + c] * x + (double)hb[t * H + c];
-                ref[t * H + c] = x;
-            }
-        }
-        float *da, *db, *dh;
+        float *da, *db, *dhf, *dout, *dout2;
         CUDA_CHECK(cudaMalloc(&da, n * 4));
         CUDA_CHECK(cudaMalloc(&db, n * 4));
-        CUDA_CHECK(cudaMalloc(&dh, n * 4));
+        CUDA_CHECK(cudaMalloc(&dhf, n * 4));
+        CUDA_CHECK(cudaMalloc(&dout, n * 4));
+        CUDA_CHECK(cudaMalloc(&dout2, n * 4));
         CUDA_CHECK(cudaMemcpy(da, ha, n * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(db, hb, n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dhf, hf, n * 4, cudaMemcpyHostToDevice));
         const int64_t maxchunks = (T + 63) / 64; /* tiles of 64 steps or more */
         const size_t nwords = (size_t)maxchunks * R * 2 * W * 3; /* A/B, group, state words */
         unsigned long long *words;
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
         CUDA_CHECK(cudaMemset(words, 0, nwords * 8));
         unsigned tag = 0;
-        for (const config &cf : cfgs) {
-            const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * 4;
-            cudaFuncAttributes fa;
-            CUDA_CHECK(cudaFuncGetAttributes(&fa, cf.kernel));
-            if (smem + fa.sharedSizeBytes > (size_t)optin) {
-                printf("| %d | %s | %d | no room |\n", H, cf.name, cf.mode);
-                continue;
+        for (int dir = 0; dir < 2; dir++) {
+            /* the reference: h (forward), or db and da (backward, dhT = 0, h0 = 0) */
+            for (int c = 0; c < H; c++) {
+                double x = 0.0;
+                for (int64_t u = 0; u < T; u++) {
+                    const int64_t t = dir ? T - 1 - u : u;
+                    const double coef = !dir ? ha[t * H + c] : t + 1 < T ? ha[(t + 1) * H + c] : 0.0;
+                    x = coef * x + (double)hb[t * H + c];
+                    ref[t * H + c] = x;
+                    if (dir) refd[t * H + c] = x * (t >= 1 ? (double)hf[(t - 1) * H + c] : 0.0);
+                }
             }
-            CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            int per;
-            CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, kThreads, smem));
-            const int G = (sms / R) * R, Gc = G / R;
-            int g = 1;
-            while (g * g < Gc) g++;
-            wparams p = {da, db, dh, T, H, R, G, words, words + nwords / 3, words + 2 * (nwords / 3),
-                         g, (Gc + g - 1) / g, 0};
-            if (per < 1) {
-                printf("| %d | %s | %d | no room |\n", H, cf.name, cf.mode);
-                continue;
-            }
-            auto launch = [&]() {
-                p.tag = ++tag;
-                void *args[] = {&p};
-                CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, kThreads, args, smem, s));
-            };
-            CUDA_CHECK(cudaMemsetAsync(dh, 0, n * 4, s));
-            launch();
-            CUDA_CHECK(cudaStreamSynchronize(s));
-            CUDA_CHECK(cudaMemcpy(hh, dh, n * 4, cudaMemcpyDeviceToHost));
-            double err = 0.0;
-            for (size_t i = 0; i < n; i++) {
-                const double e = fabs((double)hh[i] - ref[i]) / (fabs(ref[i]) + 1e-2);
-                if (!(e <= err)) err = e;
-            }
-            for (int i = 0; i < 2; i++) launch();
-            cudaEvent_t e0, e1;
-            CUDA_CHECK(cudaEventCreate(&e0));
-            CUDA_CHECK(cudaEventCreate(&e1));
-            float ms[20];
-            for (int i = 0; i < 20; i++) {
-                bench_flush_before(s);
-                CUDA_CHECK(cudaEventRecord(e0, s));
+            for (const config &cf : cfgs) {
+                if (cf.bwd != (dir == 1)) continue;
+                const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * 4;
+                cudaFuncAttributes fa;
+                CUDA_CHECK(cudaFuncGetAttributes(&fa, cf.kernel));
+                if (smem + fa.sharedSizeBytes > (size_t)optin) {
+                    printf("| %d | %s | %s | %d | no room |\n", H, dir ? "bwd" : "fwd", cf.name, cf.mode);
+                    continue;
+                }
+                CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+                int per;
+                const int nthreads = cf.mode == 3 ? kThreads + kX : kThreads;
+                CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
+                const int L = TY * cf.S;
+                const CUtensorMap ta = tile_map(da, T, H, L), tb = tile_map(db, T, H, L);
+                if (per < 1) {
+                    printf("| %d | %s | %s | %d | no room |\n", H, dir ? "bwd" : "fwd", cf.name, cf.mode);
+                    continue;
+                }
+                const int G = (sms / R) * R, Gc = G / R;
+                int g = 1;
+                while (g * g < Gc) g++;
+                wparams p = {da, db, dout, dhf, dout2, T, H, R, G, words, words + nwords / 3,
+                             words + 2 * (nwords / 3), g, (Gc + g - 1) / g, 0};
+                auto launch = [&]() {
+                    p.tag = ++tag;
+                    void *args[] = {&p, (void *)&ta, (void *)&tb};
+                    CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args, smem, s));
+                };
+                CUDA_CHECK(cudaMemsetAsync(dout, 0, n * 4, s));
+                CUDA_CHECK(cudaMemsetAsync(dout2, 0, n * 4, s));
                 launch();
-                CUDA_CHECK(cudaEventRecord(e1, s));
-                CUDA_CHECK(cudaEventSynchronize(e1));
-                CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+                CUDA_CHECK(cudaStreamSynchronize(s));
+                CUDA_CHECK(cudaMemcpy(out, dout, n * 4, cudaMemcpyDeviceToHost));
+                double err = max_rel_err(out, ref, n);
+                if (dir) {
+                    CUDA_CHECK(cudaMemcpy(out, dout2, n * 4, cudaMemcpyDeviceToHost));
+                    const double e2 = max_rel_err(out, refd, n);
+                    if (!(e2 <= err)) err = e2;
+                }
+                for (int i = 0; i < 2; i++) launch();
+                cudaEvent_t e0, e1;
+                CUDA_CHECK(cudaEventCreate(&e0));
+                CUDA_CHECK(cudaEventCreate(&e1));
+                float ms[20];
+                for (int i = 0; i < 20; i++) {
+                    bench_flush_before(s);
+                    CUDA_CHECK(cudaEventRecord(e0, s));
+                    launch();
+                    CUDA_CHECK(cudaEventRecord(e1, s));
+                    CUDA_CHECK(cudaEventSynchronize(e1));
+                    CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+                }
+                const double t = bench_median(ms, 20) * 1e-3, bw = (dir ? 20.0 : 12.0) * (double)n / t;
+                printf("| %d | %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dir ? "bwd" : "fwd", cf.name,
+                       cf.mode == 3 ? "xwarps" : cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound", t * 1e3, bw * 1e-9,
+                       100.0 * bw / roof, err, cf.mode >= 1 && !(err < 1e-3) ? " FAIL" : "");
+                fflush(stdout);
+                CUDA_CHECK(cudaEventDestroy(e0));
+                CUDA_CHECK(cudaEventDestroy(e1));
             }
-            const double t = bench_median(ms, 20) * 1e-3, bw = 12.0 * (double)n / t;
-            printf("| %d | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, cf.name, cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound",
-                   t * 1e3, bw * 1e-9, 100.0 * bw / roof, err,
-                   cf.mode >= 1 && !(err < 1e-3) ? " FAIL" : "");
-            fflush(stdout);
-            CUDA_CHECK(cudaEventDestroy(e0));
-            CUDA_CHECK(cudaEventDestroy(e1));
         }
         CUDA_CHECK(cudaFree(words));
         CUDA_CHECK(cudaFree(da));
         CUDA_CHECK(cudaFree(db));
-        CUDA_CHECK(cudaFree(dh));
+        CUDA_CHECK(cudaFree(dhf));
+        CUDA_CHECK(cudaFree(dout));
+        CUDA_CHECK(cudaFree(dout2));
         free(ha);
         free(hb);
-        free(hh);
+        free(hf);
+        free(out);
         free(ref);
+        free(refd);
     }
     return 0;
 }
