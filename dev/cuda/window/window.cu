@@ -441,6 +441,289 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* MODE 4: the groups with a lag of two tiles, their words loaded early      */
+/*
+ * As MODE 2, but tile k - 2 is finished in iteration k, so that every word
+ * an iteration folds was published in an earlier iteration (the leaders
+ * fold window k - 1's aggregates, the carries need window k - 2's and the
+ * groups' of window k - 2, folded an iteration ago): no block waits on
+ * another's current iteration. The words are loaded at the iteration's
+ * start and composed after the tile's reduce, so their L2 round trip
+ * overlaps it; the parts meet in the tile scan's barrier. NS >= 4: tiles
+ * k - 2, k - 1 and k held, NS - 3 in flight.
+ */
+template <int NB>
+struct words_in_flight {
+    unsigned long long va[NB], vb[NB];
+};
+
+template <int NB, typename At>
+__device__ __forceinline__ void fold_issue(At at, int e0, int e1, words_in_flight<NB> &f)
+{
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        f.va[e] = f.vb[e] = 0ull;
+        if (e0 + e < e1) {
+            bool single;
+            const unsigned long long *q = at(e0 + e, &single);
+            f.va[e] = ld_word(q);
+            if (!single) f.vb[e] = ld_word(q + W);
+        }
+    }
+}
+
+template <int NB, typename At>
+__device__ __forceinline__ void fold_complete(At at, int e0, int e1, unsigned tag, words_in_flight<NB> &f,
+                                              float &fA, float &fB)
+{
+    for (;;) {
+        bool all = true;
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            if (e0 + e >= e1) continue;
+            bool single;
+            const unsigned long long *q = at(e0 + e, &single);
+            if ((unsigned)(f.va[e] >> 32) != tag) f.va[e] = ld_word(q);
+            if (!single && (unsigned)(f.vb[e] >> 32) != tag) f.vb[e] = ld_word(q + W);
+            all = all && (unsigned)(f.va[e] >> 32) == tag && (single || (unsigned)(f.vb[e] >> 32) == tag);
+        }
+        if (all) break;
+        __nanosleep(32);
+    }
+    fA = 1.0f;
+    fB = 0.0f;
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        if (e0 + e >= e1) continue;
+        bool single;
+        at(e0 + e, &single);
+        const float qA = single ? 0.0f : __uint_as_float((unsigned)f.va[e]);
+        const float qB = single ? __uint_as_float((unsigned)f.va[e]) : __uint_as_float((unsigned)f.vb[e]);
+        fB = qA * fB + qB;
+        fA = qA * fA;
+    }
+    if (e1 - e0 > NB) { /* more than one batch: the rest now */
+        float rA, rB;
+        fold_words<NB>(at, e0 + NB, e1, tag, rA, rB);
+        fB = rA * fB + rB;
+        fA = rA * fA;
+    }
+}
+
+template <int S, int NS, bool BWD>
+__global__ void __launch_bounds__(kThreads, 1)
+    lwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb)
+{
+    constexpr int L = TY * S;
+    static_assert(NS >= 4, "tiles k - 2, k - 1, k and one in flight");
+    extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
+
+    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
+    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
+    const int part = tid / W, col = tid % W;
+    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
+    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
+
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 0)
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
+
+    float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
+    float aggA[2] = {1.0f, 1.0f}, aggB[2] = {0.0f, 0.0f}; /* the tiles' aggregates (threads < W) */
+#pragma unroll
+    for (int l = 0; l < 2; l++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) { eA[l][v] = 1.0f; eB[l][v] = 0.0f; }
+
+    for (int64_t k = 0; k <= nk + 1; k++) {
+        const int64_t wl = k - 1, wf = k - 2; /* the leaders' window; the finished tile's */
+        const int64_t cf = c0 + wf * Gc;
+        /* the words of this iteration's folds, loaded now */
+        const int64_t first = wl * Gc + grp * p.g;
+        int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
+        if (NC - first < gsz) gsz = (int)(NC - first);
+        const bool lead = k >= 1 && k - 1 < nk && pos - grp * p.g == (int)(k % gsz);
+        auto atL = [&](int e, bool *single) {
+            *single = false;
+            return p.words + ((first + e) * R + r) * 2 * W + col;
+        };
+        const int hasP = wf > 0, m = hasP + grp + (pos - grp * p.g);
+        auto atC = [&](int e, bool *single) {
+            *single = hasP && e == 0;
+            if (*single) return p.pwords + ((wf - 1) * R + r) * W + col;
+            const int e2 = e - hasP;
+            if (e2 < grp) return p.gwords + ((wf * p.ng + e2) * R + r) * 2 * W + col;
+            return p.words + ((wf * Gc + grp * p.g + (e2 - grp)) * R + r) * 2 * W + col;
+        };
+        words_in_flight<4> lf;
+        words_in_flight<8> cw;
+        if (lead) fold_issue<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, lf);
+        if (k >= 2) fold_issue<8>(atC, part * m / 4, (part + 1) * m / 4, cw);
+        float4 hq[BWD ? S : 1];
+        if (BWD && k >= 2) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s;
+                const int64_t t = t0 + srow(i, nr);
+                hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const float4 *>(p.hf + (t - 1) * p.H + r * W + tx * 4))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+
+        float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (k < nk) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            const float *sa = stage(k), *sb = sa + L * W;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
+                }
+            }
+        }
+        if (lead) {
+            float fA, fB;
+            fold_complete<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, p.tag, lf, fA, fB);
+            gpA[part][col] = fA;
+            gpB[part][col] = fB;
+        }
+        if (k >= 2) {
+            float fA, fB;
+            fold_complete<8>(atC, part * m / 4, (part + 1) * m / 4, p.tag, cw, fA, fB);
+            partA[part][col] = fA;
+            partB[part][col] = fB;
+        }
+        float xA[4], xB[4];
+        if (k < nk) {
+            float iA[4], iB[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+                xA[v] = lane >= 16 ? qA : 1.0f;
+                xB[v] = lane >= 16 ? qB : 0.0f;
+                iB[v] = A[v] * xB[v] + Bs[v];
+                iA[v] = A[v] * xA[v];
+            }
+            if (lane >= 16) {
+                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
+                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
+            }
+        }
+        __syncthreads(); /* (1) warp aggregates, the folds' parts */
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float nA = 1.0f, nB = 0.0f;
+        if (k < nk) {
+            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int w = 0; w < warp; w++) {
+                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
+                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+            }
+#pragma unroll
+            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+            if (tid < W) {
+                for (int w = 0; w < 8; w++) {
+                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
+                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
+                    nB = qA * nB + qB;
+                    nA = qA * nA;
+                }
+                unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
+                st_word(my + tid, make_word(nA, p.tag));
+                st_word(my + W + tid, make_word(nB, p.tag));
+            }
+        }
+        if (tid < W) {
+            if (lead) {
+                float a = 1.0f, b = 0.0f;
+                for (int q = 0; q < 4; q++) {
+                    b = gpA[q][tid] * b + gpB[q][tid];
+                    a = gpA[q][tid] * a;
+                }
+                unsigned long long *gw = p.gwords + ((wl * p.ng + grp) * R + r) * 2 * W;
+                st_word(gw + tid, make_word(a, p.tag));
+                st_word(gw + W + tid, make_word(b, p.tag));
+            }
+            if (k >= 2) {
+                float x = 0.0f; /* h0; the state after window wf - 1 leads */
+                for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
+                carry[tid] = x;
+                if (pos == Gc - 1)
+                    st_word(p.pwords + (wf * R + r) * W + tid, make_word(aggA[1] * x + aggB[1], p.tag));
+            }
+        }
+        __syncthreads(); /* (2) the carry */
+        if (k >= 2) {
+            const float *sa = stage(k - 2), *sb = sa + L * W;
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, cf, t0, nr);
+            float st[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
+            const int64_t colo = r * W + tx * 4;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = srow(i, nr);
+                if (i < nr) {
+                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
+                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
+                    st[0] = av.x * st[0] + bv.x;
+                    st[1] = av.y * st[1] + bv.y;
+                    st[2] = av.z * st[2] + bv.z;
+                    st[3] = av.w * st[3] + bv.w;
+                    const int64_t o = (t0 + row) * p.H + colo;
+                    __stcs(reinterpret_cast<float4 *>(p.h + o), make_float4(st[0], st[1], st[2], st[3]));
+                    if (BWD) {
+                        const float4 q = hq[s];
+                        __stcs(reinterpret_cast<float4 *>(p.hd + o),
+                               make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* (3) stage k - 2, the warp aggregates, the parts and the carry read */
+        if (k >= 2 && tid == 0 && k - 2 + NS < nk) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 2 + NS) * Gc, stage(k - 2 + NS), &full[(k - 2 + NS) % NS]);
+        }
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[1][v] = eA[0][v];
+            eB[1][v] = eB[0][v];
+            eA[0][v] = pA[v];
+            eB[0][v] = pB[v];
+        }
+        aggA[1] = aggA[0];
+        aggB[1] = aggB[0];
+        aggA[0] = nA;
+        aggB[0] = nB;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* MODE 3: the groups' exchange by two warps of their own                    */
 /*
  * The block of 256 compute threads and kX = 64 exchange threads (one a
@@ -671,6 +954,7 @@ struct config {
 
 #define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<S, NS, M, B>, S, NS, M, B}
 #define XCFG(S, NS, B) {#S ":" #NS, xwindow_kernel<S, NS, B>, S, NS, 3, B}
+#define LCFG(S, NS, B) {#S ":" #NS, lwindow_kernel<S, NS, B>, S, NS, 4, B}
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 
@@ -718,9 +1002,9 @@ int main(int argc, char **argv)
            "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
            roof * 1e-9, sms, (long long)T);
 
-    const config cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), XCFG(9, 3, false), XCFG(8, 3, false),
-                           XCFG(6, 4, false),   CFG(9, 3, 0, true),  CFG(9, 3, 2, true), XCFG(9, 3, true),
-                           XCFG(8, 3, true),    XCFG(6, 4, true)};
+    const config cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), CFG(6, 4, 0, false), LCFG(6, 4, false),
+                           LCFG(5, 5, false),   LCFG(4, 6, false),   CFG(9, 3, 0, true),  CFG(9, 3, 2, true),
+                           LCFG(6, 4, true),    LCFG(5, 5, true)};
     const int Hs[] = {64, 256};
     printf("\n| H | dir | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n"
            "|---|---|---|---|---|---|---|---|\n");
@@ -817,7 +1101,7 @@ int main(int argc, char **argv)
                 }
                 const double t = bench_median(ms, 20) * 1e-3, bw = (dir ? 20.0 : 12.0) * (double)n / t;
                 printf("| %d | %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 3 ? "xwarps" : cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound", t * 1e3, bw * 1e-9,
+                       cf.mode == 4 ? "lag2" : cf.mode == 3 ? "xwarps" : cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound", t * 1e3, bw * 1e-9,
                        100.0 * bw / roof, err, cf.mode >= 1 && !(err < 1e-3) ? " FAIL" : "");
                 fflush(stdout);
                 CUDA_CHECK(cudaEventDestroy(e0));
