@@ -20,19 +20,19 @@
  * own):
  *  0  bound: the worker's own state (its chain through its own tiles):
  *     wrong results, the loop without any exchange between blocks;
- *  1  fold: the worker's own state after its previous tile with the
- *     aggregates of the Gc - 1 chunks between folded on;
  *  2  groups: windows cut into groups of g = ceil(sqrt(Gc)) positions; one
  *     member of each group (rotating) folds and publishes the group's
  *     aggregates; a carry is the state after the previous window (from
  *     the worker at its last position), the groups before its own and its
  *     group's members before it;
- *  3  xwindow_kernel: MODE 2's exchange by 64 threads of their own;
  *  4  lwindow_kernel: MODE 2 with tile k - 2 finished in iteration k, so
  *     that every word a fold needs was published an iteration earlier;
  *     the words are loaded at the iteration's start and composed after
  *     the tile's reduce.
- * Modes 1-4 are checked against a serial double-precision reference.
+ * Modes 2 and 4 are checked against a serial double-precision reference.
+ * (Two more, measured in runs r13 and r15 and then removed, are in the
+ * history at 6ac3da8: the worker folding all Gc - 1 aggregates itself,
+ * and MODE 2's exchange by 64 threads of their own.)
  *
  * Build (from the repository root):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
@@ -91,14 +91,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *m, unsigned parity)
                  "@!p bra WAIT_%=;\n"
                  "}" ::"r"(saddr(m)),
                  "r"(parity)
-                 : "memory");
-}
-
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *m)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     saddr(dst)),
-                 "l"(src), "r"(bytes), "r"(saddr(m))
                  : "memory");
 }
 
@@ -222,106 +214,207 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
     }
 }
 
-template <int S, int NS, int MODE, bool BWD>
+/* ------------------------------------------------------------------------ */
+/* The tile's work, shared by the kernels                                    */
+
+/* Thread (ty, tx)'s summary (A, Bs) of its S steps of the tile in stage
+ * (sa, sb) with nr valid steps (step i at stage row srow). */
+template <typename Tst, int S, bool BWD>
+__device__ __forceinline__ void tile_summary(const Tst *sa, const Tst *sb, int nr, int ty, int tx,
+                                             float (&A)[4], float (&Bs)[4])
+{
+#pragma unroll
+    for (int v = 0; v < 4; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
+        if (i < nr) {
+            const float4 av = load4(sa + row * W + tx * 4), bv = load4(sb + row * W + tx * 4);
+            const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+            for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
+        }
+    }
+}
+
+/* The warp's two time rows (lanes 16..31 compose lanes 0..15): this
+ * thread's exclusive prefix within the warp (xA, xB), and the warp's
+ * inclusive aggregate into wg (read after a barrier by warp_prefix). */
+__device__ __forceinline__ void warp_rows(const float (&A)[4], const float (&Bs)[4], int lane, int warp, int tx,
+                                          float4 (*wgA)[TX], float4 (*wgB)[TX], float (&xA)[4], float (&xB)[4])
+{
+    float iA[4], iB[4];
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+        xA[v] = lane >= 16 ? qA : 1.0f;
+        xB[v] = lane >= 16 ? qB : 0.0f;
+        iB[v] = A[v] * xB[v] + Bs[v];
+        iA[v] = A[v] * xA[v];
+    }
+    if (lane >= 16) {
+        wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
+        wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
+    }
+}
+
+/* After the barrier: this thread's exclusive prefix in the tile (pA, pB)
+ * and (threads < W, column tid) the tile's aggregate (nA, nB). */
+__device__ __forceinline__ void tile_prefix(int tid, int warp, int tx, const float4 (*wgA)[TX],
+                                            const float4 (*wgB)[TX], const float (&xA)[4], const float (&xB)[4],
+                                            float (&pA)[4], float (&pB)[4], float &nA, float &nB)
+{
+    float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int w = 0; w < warp; w++) {
+        const float4 qa = wgA[w][tx], qb = wgB[w][tx];
+        const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+        for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+    }
+#pragma unroll
+    for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+    nA = 1.0f;
+    nB = 0.0f;
+    if (tid < W)
+        for (int w = 0; w < 8; w++) {
+            const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
+            const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
+            nB = qA * nB + qB;
+            nA = qA * nA;
+        }
+}
+
+/* The backward's h_{t-1} for thread (ty, tx)'s steps of chunk c, loaded
+ * ahead of the tile's finish. */
+template <typename Tst, int S, int L>
+__device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int64_t c, int r, int ty, int tx,
+                                           float4 (&hq)[S])
+{
+    int64_t t0;
+    int nr;
+    chunk_rows<L, true>(p, c, t0, nr);
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int i = ty * S + s;
+        const int64_t t = t0 + nr - 1 - i;
+        hq[s] = i < nr && t >= 1 ? ldcs4(hf + (t - 1) * p.H + r * W + tx * 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* Thread (ty, tx)'s steps of chunk c, from the state st entering them:
+ * re-run from the stage, h (backward: db, and da = db h_{t-1}) written. */
+template <typename Tst, int S, int L, bool BWD>
+__device__ __forceinline__ void tile_finish(const wparams &p, const Tst *sa, const Tst *sb, int64_t c, int r, int ty,
+                                            int tx, float (&st)[4], const float4 *hq, Tst *hout, Tst *dout)
+{
+    int64_t t0;
+    int nr;
+    chunk_rows<L, BWD>(p, c, t0, nr);
+    const int64_t colo = r * W + tx * 4;
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
+        if (i < nr) {
+            const float4 av = load4(sa + row * W + tx * 4), bv = load4(sb + row * W + tx * 4);
+            st[0] = av.x * st[0] + bv.x;
+            st[1] = av.y * st[1] + bv.y;
+            st[2] = av.z * st[2] + bv.z;
+            st[3] = av.w * st[3] + bv.w;
+            const int64_t o = (t0 + row) * p.H + colo;
+            stcs4(hout + o, make_float4(st[0], st[1], st[2], st[3]));
+            if (BWD) {
+                const float4 q = hq[s];
+                stcs4(dout + o, make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+            }
+        }
+    }
+}
+
+/* The carry's words of tile chunk w * Gc + pos (window w, group grp),
+ * column col: the state after window w - 1 (a state word, w > 0), the
+ * aggregates of the groups before grp, those of grp's members before pos.
+ * at(e, &single) is element e's word; m the elements. */
+struct carry_words {
+    const wparams *p;
+    int64_t w;
+    int R, r, Gc, pos, grp, col, hasP;
+    __device__ int count() const { return hasP + grp + (pos - grp * p->g); }
+    __device__ const unsigned long long *operator()(int e, bool *single) const
+    {
+        *single = hasP && e == 0;
+        if (*single) return p->pwords + ((w - 1) * R + r) * W + col;
+        const int e2 = e - hasP;
+        if (e2 < grp) return p->gwords + ((w * p->ng + e2) * R + r) * 2 * W + col;
+        return p->words + ((w * Gc + grp * p->g + (e2 - grp)) * R + r) * 2 * W + col;
+    }
+};
+
+/* The aggregates of group grp's members in window w: size and words. */
+struct group_words {
+    const wparams *p;
+    int64_t first;
+    int R, r, col;
+    __device__ const unsigned long long *operator()(int e, bool *single) const
+    {
+        *single = false;
+        return p->words + ((first + e) * R + r) * 2 * W + col;
+    }
+};
+
+__device__ __forceinline__ int group_size(const wparams &p, int64_t w, int Gc, int grp, int64_t NC)
+{
+    const int64_t first = w * Gc + grp * p.g;
+    int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
+    if (NC - first < gsz) gsz = (int)(NC - first);
+    return gsz;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lag 1: tile k - 1 finished in iteration k (MODE 0 bound, 2 groups)        */
+
+template <typename Tst, int S, int NS, int MODE, bool BWD>
 __global__ void __launch_bounds__(kThreads, 1)
     window_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                   const __grid_constant__ CUtensorMap tb)
 {
-    constexpr int L = TY * S, NB = 34; /* tile steps; tiles a fold batch (a part in one) */
-    extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
+    constexpr int L = TY * S;
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
     __shared__ uint64_t full[NS];
-    __shared__ float4 wgA[8][TX], wgB[8][TX]; /* each warp's inclusive aggregate */
-    __shared__ float partA[4][W], partB[4][W], carry[W], gpA[4][W], gpB[4][W];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
+    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
+    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
+    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
 
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
-    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R;
-    const int64_t c0 = j / R, NC = (p.T + L - 1) / L;
+    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
+    const int part = tid / W, col = tid % W;
+    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
     const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-    /* step i of a tile (thread ty's steps ty S .. ty S + S - 1): its stage row */
-    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
 
     if (tid == 0) {
         for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
     }
     __syncthreads();
-    if (tid == 0)
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
 
     float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
-    float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W: column tid) */
-    float X = 0.0f;              /* the chain's state after this worker's last finished tile */
-
+    float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W) */
+    float X = 0.0f;                 /* MODE 0: the state after this worker's last finished tile */
     for (int64_t k = 0; k <= nk; k++) {
-        const int64_t cf = c0 + (k - 1) * Gc; /* the chunk finished in this iteration */
-        float4 hq[BWD ? S : 1]; /* backward: h_{t-1} of its steps, loaded now */
-        if (BWD && k >= 1) {
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s;
-                const int64_t t = t0 + srow(i, nr);
-                hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const float4 *>(p.hf + (t - 1) * p.H + r * W + tx * 4))
-                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-        }
-        if (MODE == 1 && k >= 1) {
-            /* 1. fold chunks lo .. cf - 1 onto X, in four parts */
-            const int64_t lo = cf - Gc + 1 > 0 ? cf - Gc + 1 : 0, nf = cf - lo;
-            const int part = tid / W, col = tid % W;
-            const int64_t i0 = lo + part * nf / 4, i1 = lo + (part + 1) * nf / 4;
-            float fA = 1.0f, fB = 0.0f;
-            for (int64_t ib = i0; ib < i1; ib += NB) {
-                unsigned long long va[NB], vb[NB];
-#pragma unroll
-                for (int e = 0; e < NB; e++) va[e] = vb[e] = 0ull;
-                for (;;) {
-                    bool out = true;
-#pragma unroll
-                    for (int e = 0; e < NB; e++) {
-                        if (ib + e >= i1) continue;
-                        const unsigned long long *q = p.words + ((ib + e) * R + r) * 2 * W + col;
-                        if ((unsigned)(va[e] >> 32) != p.tag) { va[e] = ld_word(q); out = false; }
-                        if ((unsigned)(vb[e] >> 32) != p.tag) { vb[e] = ld_word(q + W); out = false; }
-                    }
-                    if (out) break;
-                    bool all = true;
-#pragma unroll
-                    for (int e = 0; e < NB; e++)
-                        if (ib + e < i1)
-                            all = all && (unsigned)(va[e] >> 32) == p.tag && (unsigned)(vb[e] >> 32) == p.tag;
-                    if (all) break;
-                    __nanosleep(32);
-                }
-#pragma unroll
-                for (int e = 0; e < NB; e++) {
-                    if (ib + e >= i1) continue;
-                    const float qA = __uint_as_float((unsigned)va[e]), qB = __uint_as_float((unsigned)vb[e]);
-                    fB = qA * fB + qB;
-                    fA = qA * fA;
-                }
-            }
-            partA[part][col] = fA;
-            partB[part][col] = fB;
-        }
-
-        const int pos = (int)c0, grp = pos / p.g, part = tid / W, col = tid % W;
-        const int64_t w = k - 1; /* the window of the tile finished in this iteration */
+        const int64_t w = k - 1, cf = c0 + w * Gc; /* the window and chunk finished in this iteration */
+        float4 hq[BWD ? S : 1];
+        if constexpr (BWD)
+            if (k >= 1) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
         if (MODE == 2 && k >= 1) {
-            /* 1'. the leader of this iteration folds its group's aggregates
-             * of window w and publishes them (rotating among the members) */
-            const int64_t first = w * Gc + grp * p.g;
-            int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
-            if (NC - first < gsz) gsz = (int)(NC - first);
+            /* this iteration's leader folds its group's aggregates of window w */
+            const int gsz = group_size(p, w, Gc, grp, NC);
             if (pos - grp * p.g == (int)(k % gsz)) {
+                const group_words at{&p, w * Gc + grp * p.g, R, r, col};
                 float fA, fB;
-                auto at = [&](int e, bool *single) {
-                    *single = false;
-                    return p.words + ((first + e) * R + r) * 2 * W + col;
-                };
                 fold_words<4>(at, part * gsz / 4, (part + 1) * gsz / 4, p.tag, fA, fB);
                 gpA[part][col] = fA;
                 gpB[part][col] = fB;
@@ -338,156 +431,70 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k's, kept */
-        float nA = 1.0f, nB = 0.0f; /* tile k's aggregate (threads < W) */
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
         if (k < nk) {
-            /* 2. reduce tile k */
-            const int64_t c = c0 + k * Gc;
             int64_t t0;
             int nr;
-            chunk_rows<L, BWD>(p, c, t0, nr);
+            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
-            const float *sa = stage(k), *sb = sa + L * W;
-            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
-                    if (BWD && c == 0 && i == 0) av = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
-                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
-                }
-            }
-            /* the warp's two time rows: lanes 16..31 compose lanes 0..15 */
-            float iA[4], iB[4], xA[4], xB[4];
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
-                xA[v] = lane >= 16 ? qA : 1.0f;
-                xB[v] = lane >= 16 ? qB : 0.0f;
-                iB[v] = A[v] * xB[v] + Bs[v];
-                iA[v] = A[v] * xA[v];
-            }
-            if (lane >= 16) {
-                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
-                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
-            }
+            float A[4], Bs[4], xA[4], xB[4];
+            tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
             __syncthreads();
-            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int w = 0; w < warp; w++) {
-                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
-                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
-#pragma unroll
-                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+            tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
+            if (MODE == 2 && tid < W) {
+                unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
+                st_word(my + tid, make_word(nA, p.tag));
+                st_word(my + W + tid, make_word(nB, p.tag));
             }
-#pragma unroll
-            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
-            if (tid < W) {
-                for (int w = 0; w < 8; w++) {
-                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
-                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
-                    nB = qA * nB + qB;
-                    nA = qA * nA;
-                }
-                if (MODE >= 1) {
-                    unsigned long long *my = p.words + (c * R + r) * 2 * W;
-                    st_word(my + tid, make_word(nA, p.tag));
-                    st_word(my + W + tid, make_word(nB, p.tag));
-                }
-            }
-        } else {
-            __syncthreads(); /* the fold's parts, as above */
         }
-
         if (MODE == 2 && k >= 1) {
-            /* 1''. tile k - 1's carry: the state after window w - 1, the
-             * aggregates of the groups before its own, those of its group's
-             * members before it */
-            const int hasP = w > 0, m = hasP + grp + (pos - grp * p.g);
-            auto at = [&](int e, bool *single) {
-                *single = hasP && e == 0;
-                if (*single) return p.pwords + ((w - 1) * R + r) * W + col;
-                const int e2 = e - hasP;
-                if (e2 < grp) return p.gwords + ((w * p.ng + e2) * R + r) * 2 * W + col;
-                return p.words + ((w * Gc + grp * p.g + (e2 - grp)) * R + r) * 2 * W + col;
-            };
+            /* tile k - 1's carry: its words folded in four parts */
+            const carry_words at{&p, w, R, r, Gc, pos, grp, col, w > 0};
+            const int m = at.count();
             float fA, fB;
             fold_words<8>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA, fB);
             partA[part][col] = fA;
             partB[part][col] = fB;
-            __syncthreads();
         }
+        __syncthreads(); /* the warp aggregates read; the carry's parts */
         if (k >= 1) {
-            /* 3. finish tile k - 1 (chunk cf) */
             if (tid < W) {
-                float x = X;
-                if (MODE == 2) x = 0.0f; /* h0; the state after window w - 1 is the first element */
-                if (MODE >= 1)
+                float x = MODE == 2 ? 0.0f : X; /* MODE 2: h0, the state after window w - 1 leads */
+                if (MODE == 2)
                     for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
                 carry[tid] = x;
                 X = aggA * x + aggB;
-                if (MODE == 2 && pos == Gc - 1)
-                    st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
+                if (MODE == 2 && pos == Gc - 1) st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
             }
             __syncthreads();
-            const float *sa = stage(k - 1), *sb = sa + L * W;
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
             float st[4];
 #pragma unroll
             for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
-            const int64_t colo = r * W + tx * 4;
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
-                    if (BWD && cf == 0 && i == 0) av = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
-                    st[0] = av.x * st[0] + bv.x;
-                    st[1] = av.y * st[1] + bv.y;
-                    st[2] = av.z * st[2] + bv.z;
-                    st[3] = av.w * st[3] + bv.w;
-                    const int64_t o = (t0 + row) * p.H + colo;
-                    __stcs(reinterpret_cast<float4 *>(p.h + o), make_float4(st[0], st[1], st[2], st[3]));
-                    if (BWD) {
-                        const float4 q = hq[s];
-                        __stcs(reinterpret_cast<float4 *>(p.hd + o),
-                               make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
-                    }
-                }
-            }
+            tile_finish<Tst, S, L, BWD>(p, stage(k - 1), stage(k - 1) + L * W, cf, r, ty, tx, st, hq, hout, dout);
         }
-        __syncthreads(); /* stage k - 1, the warp aggregates, carry and the parts read */
+        __syncthreads(); /* stage k - 1 and the carry read */
         if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
-            /* 4. the stage of tile k - 1 takes tile k - 1 + NS */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
         }
-        if (k < nk) {
 #pragma unroll
-            for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
-            aggA = nA;
-            aggB = nB;
-        }
+        for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
+        aggA = nA;
+        aggB = nB;
     }
 }
 
 /* ------------------------------------------------------------------------ */
-/* MODE 4: the groups with a lag of two tiles, their words loaded early      */
+/* Lag 2: tile k - 2 finished in iteration k, the groups' words loaded early */
 /*
- * As MODE 2, but tile k - 2 is finished in iteration k, so that every word
- * an iteration folds was published in an earlier iteration (the leaders
- * fold window k - 1's aggregates, the carries need window k - 2's and the
- * groups' of window k - 2, folded an iteration ago): no block waits on
- * another's current iteration. The words are loaded at the iteration's
- * start and composed after the tile's reduce, so their L2 round trip
- * overlaps it; the parts meet in the tile scan's barrier. NS >= 4: tiles
- * k - 2, k - 1 and k held, NS - 3 in flight.
+ * As MODE 2, but every word an iteration folds was published in an earlier
+ * iteration: the leaders fold window k - 1's aggregates, the carries need
+ * window k - 2's words and the groups' of window k - 2, folded an
+ * iteration ago. No block waits on another's current iteration. The words
+ * are loaded at the iteration's start and composed after the tile's
+ * summary, so their L2 round trip overlaps it; the parts meet in the tile
+ * scan's barrier. NS >= 4: tiles k - 2, k - 1 and k held, NS - 3 in flight.
  */
 template <int NB>
 struct words_in_flight {
@@ -495,7 +502,7 @@ struct words_in_flight {
 };
 
 template <int NB, typename At>
-__device__ __forceinline__ void fold_issue(At at, int e0, int e1, words_in_flight<NB> &f)
+__device__ __forceinline__ void fold_issue(const At &at, int e0, int e1, words_in_flight<NB> &f)
 {
 #pragma unroll
     for (int e = 0; e < NB; e++) {
@@ -510,7 +517,7 @@ __device__ __forceinline__ void fold_issue(At at, int e0, int e1, words_in_fligh
 }
 
 template <int NB, typename At>
-__device__ __forceinline__ void fold_complete(At at, int e0, int e1, unsigned tag, words_in_flight<NB> &f,
+__device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsigned tag, words_in_flight<NB> &f,
                                               float &fA, float &fB)
 {
     for (;;) {
@@ -555,13 +562,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int L = TY * S;
     static_assert(NS >= 4, "tiles k - 2, k - 1, k and one in flight");
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
     const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
     Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
     Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
-    __shared__ uint64_t full[NS];
-    __shared__ float4 wgA[8][TX], wgB[8][TX];
-    __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
 
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
     const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
@@ -569,18 +576,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t c0 = pos, NC = (p.T + L - 1) / L;
     const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
 
     if (tid == 0) {
         for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
     }
     __syncthreads();
-    if (tid == 0)
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
 
     float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
-    float aggA[2] = {1.0f, 1.0f}, aggB[2] = {0.0f, 0.0f}; /* the tiles' aggregates (threads < W) */
+    float aggA[2] = {1.0f, 1.0f}, aggB[2] = {0.0f, 0.0f}; /* the same tiles' aggregates (threads < W) */
 #pragma unroll
     for (int l = 0; l < 2; l++)
 #pragma unroll
@@ -589,58 +594,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t k = 0; k <= nk + 1; k++) {
         const int64_t wl = k - 1, wf = k - 2; /* the leaders' window; the finished tile's */
         const int64_t cf = c0 + wf * Gc;
-        /* the words of this iteration's folds, loaded now */
-        const int64_t first = wl * Gc + grp * p.g;
-        int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
-        if (NC - first < gsz) gsz = (int)(NC - first);
-        const bool lead = k >= 1 && k - 1 < nk && pos - grp * p.g == (int)(k % gsz);
-        auto atL = [&](int e, bool *single) {
-            *single = false;
-            return p.words + ((first + e) * R + r) * 2 * W + col;
-        };
-        const int hasP = wf > 0, m = hasP + grp + (pos - grp * p.g);
-        auto atC = [&](int e, bool *single) {
-            *single = hasP && e == 0;
-            if (*single) return p.pwords + ((wf - 1) * R + r) * W + col;
-            const int e2 = e - hasP;
-            if (e2 < grp) return p.gwords + ((wf * p.ng + e2) * R + r) * 2 * W + col;
-            return p.words + ((wf * Gc + grp * p.g + (e2 - grp)) * R + r) * 2 * W + col;
-        };
+        /* this iteration's words, loaded now */
+        const bool lead = k >= 1 && k - 1 < nk && pos - grp * p.g == (int)(k % group_size(p, wl, Gc, grp, NC));
+        const int gsz = lead ? group_size(p, wl, Gc, grp, NC) : 0;
+        const group_words atL{&p, wl * Gc + grp * p.g, R, r, col};
+        const carry_words atC{&p, wf, R, r, Gc, pos, grp, col, wf > 0};
+        const int m = atC.count();
         words_in_flight<4> lf;
         words_in_flight<8> cw;
         if (lead) fold_issue<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, lf);
         if (k >= 2) fold_issue<8>(atC, part * m / 4, (part + 1) * m / 4, cw);
         float4 hq[BWD ? S : 1];
-        if (BWD && k >= 2) {
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s;
-                const int64_t t = t0 + srow(i, nr);
-                hq[s] = i < nr && t >= 1 ? ldcs4(hf + (t - 1) * p.H + r * W + tx * 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-        }
+        if constexpr (BWD)
+            if (k >= 2) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
 
-        float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float A[4], Bs[4], xA[4], xB[4];
         if (k < nk) {
             int64_t t0;
             int nr;
             chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
-            const Tst *sa = stage(k), *sb = sa + L * W;
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    const float4 av = load4(sa + row * W + tx * 4);
-                    const float4 bv = load4(sb + row * W + tx * 4);
-                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
-                }
-            }
+            tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
         }
         if (lead) {
             float fA, fB;
@@ -654,42 +628,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             partA[part][col] = fA;
             partB[part][col] = fB;
         }
-        float xA[4], xB[4];
+        if (k < nk) warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
+        __syncthreads(); /* (1) the warp aggregates, the folds' parts */
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
         if (k < nk) {
-            float iA[4], iB[4];
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
-                xA[v] = lane >= 16 ? qA : 1.0f;
-                xB[v] = lane >= 16 ? qB : 0.0f;
-                iB[v] = A[v] * xB[v] + Bs[v];
-                iA[v] = A[v] * xA[v];
-            }
-            if (lane >= 16) {
-                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
-                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
-            }
-        }
-        __syncthreads(); /* (1) warp aggregates, the folds' parts */
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        float nA = 1.0f, nB = 0.0f;
-        if (k < nk) {
-            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int w = 0; w < warp; w++) {
-                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
-                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
-#pragma unroll
-                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
-            }
-#pragma unroll
-            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+            tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
             if (tid < W) {
-                for (int w = 0; w < 8; w++) {
-                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
-                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
-                    nB = qA * nB + qB;
-                    nA = qA * nA;
-                }
                 unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
                 st_word(my + tid, make_word(nA, p.tag));
                 st_word(my + W + tid, make_word(nB, p.tag));
@@ -716,32 +660,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         __syncthreads(); /* (2) the carry */
         if (k >= 2) {
-            const Tst *sa = stage(k - 2), *sb = sa + L * W;
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
             float st[4];
 #pragma unroll
             for (int v = 0; v < 4; v++) st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
-            const int64_t colo = r * W + tx * 4;
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    const float4 av = load4(sa + row * W + tx * 4);
-                    const float4 bv = load4(sb + row * W + tx * 4);
-                    st[0] = av.x * st[0] + bv.x;
-                    st[1] = av.y * st[1] + bv.y;
-                    st[2] = av.z * st[2] + bv.z;
-                    st[3] = av.w * st[3] + bv.w;
-                    const int64_t o = (t0 + row) * p.H + colo;
-                    stcs4(hout + o, make_float4(st[0], st[1], st[2], st[3]));
-                    if (BWD) {
-                        const float4 q = hq[s];
-                        stcs4(dout + o, make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
-                    }
-                }
-            }
+            tile_finish<Tst, S, L, BWD>(p, stage(k - 2), stage(k - 2) + L * W, cf, r, ty, tx, st, hq, hout, dout);
         }
         __syncthreads(); /* (3) stage k - 2, the warp aggregates, the parts and the carry read */
         if (k >= 2 && tid == 0 && k - 2 + NS < nk) {
@@ -759,217 +681,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         aggB[1] = aggB[0];
         aggA[0] = nA;
         aggB[0] = nB;
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* MODE 3: the groups' exchange by two warps of their own                    */
-/*
- * The block of 256 compute threads and kX = 64 exchange threads (one a
- * column). The compute threads reduce tile k, publish its aggregate, take
- * tile k - 1's carry and finish it, as above; they never load a word of
- * another block. The exchange threads, in their iteration k (k = 1 ..
- * nk), (rotating leader) fold their group's aggregates of window k - 1 and
- * publish them, then fold tile k - 1's carry (as MODE 2), hand it over and
- * publish the state after the window's last tile, overlapping the compute
- * threads' reduce of tile k. Named barriers: 1, the compute threads alone;
- * 2 (HAND), the carry of tile k - 1 written (exchange arrives, compute
- * waits); 3 (AGG), tile k's aggregate written and tile k - 1's carry read
- * (compute arrives, exchange waits before it writes the next carry).
- */
-constexpr int kX = 64;
-
-__device__ __forceinline__ void bar_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-
-__device__ __forceinline__ void bar_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-
-template <int S, int NS, bool BWD>
-__global__ void __launch_bounds__(kThreads + kX, 1)
-    xwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
-                   const __grid_constant__ CUtensorMap tb)
-{
-    constexpr int L = TY * S, NALL = kThreads + kX;
-    extern __shared__ __align__(128) float ring[]; /* (NS, 2, L, W) */
-    __shared__ uint64_t full[NS];
-    __shared__ float4 wgA[8][TX], wgB[8][TX];
-    __shared__ float carry[W], aggS[2][2][W]; /* tile k's aggregate at [k & 1] */
-
-    const int tid = threadIdx.x;
-    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
-    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
-    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
-    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-    auto srow = [&](int i, int n) { return BWD ? n - 1 - i : i; };
-
-    if (tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-
-    if (tid >= kThreads) {
-        /* the exchange threads: column e */
-        const int e = tid - kThreads;
-        for (int64_t k = 1; k <= nk; k++) {
-            const int64_t w = k - 1;
-            const int64_t first = w * Gc + grp * p.g;
-            int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
-            if (NC - first < gsz) gsz = (int)(NC - first);
-            if (pos - grp * p.g == (int)(k % gsz)) {
-                float a, b;
-                auto at = [&](int i, bool *single) {
-                    *single = false;
-                    return p.words + ((first + i) * R + r) * 2 * W + e;
-                };
-                fold_words<12>(at, 0, gsz, p.tag, a, b);
-                unsigned long long *gw = p.gwords + ((w * p.ng + grp) * R + r) * 2 * W;
-                st_word(gw + e, make_word(a, p.tag));
-                st_word(gw + W + e, make_word(b, p.tag));
-            }
-            const int hasP = w > 0, m = hasP + grp + (pos - grp * p.g);
-            auto at = [&](int i, bool *single) {
-                *single = hasP && i == 0;
-                if (*single) return p.pwords + ((w - 1) * R + r) * W + e;
-                const int i2 = i - hasP;
-                if (i2 < grp) return p.gwords + ((w * p.ng + i2) * R + r) * 2 * W + e;
-                return p.words + ((w * Gc + grp * p.g + (i2 - grp)) * R + r) * 2 * W + e;
-            };
-            float fA, fB;
-            fold_words<24>(at, 0, m, p.tag, fA, fB);
-            bar_sync(3, NALL); /* tile k - 1's aggregate out, tile k - 2's carry read */
-            carry[e] = fB;     /* onto h0 = 0; the state after window w - 1 leads */
-            if (pos == Gc - 1)
-                st_word(p.pwords + (w * R + r) * W + e,
-                        make_word(aggS[(k - 1) & 1][0][e] * fB + aggS[(k - 1) & 1][1][e], p.tag));
-            bar_arrive(2, NALL);
-        }
-        return;
-    }
-
-    const int tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
-    if (tid == 0)
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
-    float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t k = 0; k <= nk; k++) {
-        const int64_t cf = c0 + (k - 1) * Gc;
-        float4 hq[BWD ? S : 1];
-        if (BWD && k >= 1) {
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s;
-                const int64_t t = t0 + srow(i, nr);
-                hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const float4 *>(p.hf + (t - 1) * p.H + r * W + tx * 4))
-                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-        }
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (k < nk) {
-            const int64_t c = c0 + k * Gc;
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, c, t0, nr);
-            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
-            const float *sa = stage(k), *sb = sa + L * W;
-            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
-                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
-                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-                    for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
-                }
-            }
-            float xA[4], xB[4], iA[4], iB[4];
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
-                xA[v] = lane >= 16 ? qA : 1.0f;
-                xB[v] = lane >= 16 ? qB : 0.0f;
-                iB[v] = A[v] * xB[v] + Bs[v];
-                iA[v] = A[v] * xA[v];
-            }
-            if (lane >= 16) {
-                wgA[warp][tx] = make_float4(iA[0], iA[1], iA[2], iA[3]);
-                wgB[warp][tx] = make_float4(iB[0], iB[1], iB[2], iB[3]);
-            }
-            bar_sync(1, kThreads);
-            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int w = 0; w < warp; w++) {
-                const float4 qa = wgA[w][tx], qb = wgB[w][tx];
-                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
-#pragma unroll
-                for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
-            }
-#pragma unroll
-            for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
-            if (tid < W) {
-                float nA = 1.0f, nB = 0.0f;
-                for (int w = 0; w < 8; w++) {
-                    const float qA = reinterpret_cast<const float *>(&wgA[w][tid / 4])[tid % 4];
-                    const float qB = reinterpret_cast<const float *>(&wgB[w][tid / 4])[tid % 4];
-                    nB = qA * nB + qB;
-                    nA = qA * nA;
-                }
-                unsigned long long *my = p.words + (c * R + r) * 2 * W;
-                st_word(my + tid, make_word(nA, p.tag));
-                st_word(my + W + tid, make_word(nB, p.tag));
-                aggS[k & 1][0][tid] = nA;
-                aggS[k & 1][1][tid] = nB;
-            }
-        }
-        float st[4];
-        if (k >= 1) {
-            bar_sync(2, NALL); /* tile k - 1's carry */
-#pragma unroll
-            for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
-        }
-        if (k < nk) bar_arrive(3, NALL);
-        if (k >= 1) {
-            const float *sa = stage(k - 1), *sb = sa + L * W;
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, cf, t0, nr);
-            const int64_t colo = r * W + tx * 4;
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = srow(i, nr);
-                if (i < nr) {
-                    const float4 av = *reinterpret_cast<const float4 *>(sa + row * W + tx * 4);
-                    const float4 bv = *reinterpret_cast<const float4 *>(sb + row * W + tx * 4);
-                    st[0] = av.x * st[0] + bv.x;
-                    st[1] = av.y * st[1] + bv.y;
-                    st[2] = av.z * st[2] + bv.z;
-                    st[3] = av.w * st[3] + bv.w;
-                    const int64_t o = (t0 + row) * p.H + colo;
-                    __stcs(reinterpret_cast<float4 *>(p.h + o), make_float4(st[0], st[1], st[2], st[3]));
-                    if (BWD) {
-                        const float4 q = hq[s];
-                        __stcs(reinterpret_cast<float4 *>(p.hd + o),
-                               make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
-                    }
-                }
-            }
-        }
-        bar_sync(1, kThreads); /* stage k - 1 and the warp aggregates read */
-        if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
-        }
-        if (k < nk)
-#pragma unroll
-            for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
     }
 }
 
@@ -992,8 +703,7 @@ struct config {
     int es = 4; /* bytes an element: 4 fp32, 2 bf16 */
 };
 
-#define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<S, NS, M, B>, S, NS, M, B}
-#define XCFG(S, NS, B) {#S ":" #NS, xwindow_kernel<S, NS, B>, S, NS, 3, B}
+#define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<float, S, NS, M, B>, S, NS, M, B}
 #define LCFG(S, NS, B) {#S ":" #NS, lwindow_kernel<float, S, NS, B>, S, NS, 4, B, 4}
 #define LCFG16(S, NS, B) {#S ":" #NS, lwindow_kernel<__nv_bfloat16, S, NS, B>, S, NS, 4, B, 2}
 
@@ -1116,7 +826,7 @@ int main(int argc, char **argv)
                 }
                 CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
-                const int nthreads = cf.mode == 3 ? kThreads + kX : kThreads;
+                const int nthreads = kThreads;
                 CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
                 const CUtensorMap ta = tile_map(b16 ? (void *)da16 : da, T, H, L, cf.es),
@@ -1174,7 +884,7 @@ int main(int argc, char **argv)
                 const double t = bench_median(ms, 20) * 1e-3,
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 4 ? "lag2" : cf.mode == 3 ? "xwarps" : cf.mode == 2 ? "groups" : cf.mode ? "fold" : "bound", t * 1e3, bw * 1e-9,
+                       cf.mode == 4 ? "lag2" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
                        100.0 * bw / roof, err, cf.mode >= 1 && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
                 CUDA_CHECK(cudaEventDestroy(e0));
