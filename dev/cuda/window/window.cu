@@ -16,7 +16,7 @@
  * once); and gives the freed stage to the next tile. The backward walks
  * time from the end: g_t = a_{t+1} g_{t+1} + dh_t, db = g, da = g h_{t-1}.
  *
- * How the carry is found (window_kernel's MODE, and two kernels of their
+ * How the carry is found (window_kernel's MODE, and a kernel of its
  * own):
  *  0  bound: the worker's own state (its chain through its own tiles):
  *     wrong results, the loop without any exchange between blocks;
