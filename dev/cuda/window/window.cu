@@ -37,8 +37,9 @@
  * Build (from the repository root):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
- * Run:   ./window [T]   (default 2^20; prints a table against the copy
- *        roofline, queued timing as prnn_bench_cuda's)
+ * Run:   ./window [T [--nowait]]   (default 2^20; prints a table against
+ *        the copy roofline, queued timing as prnn_bench_cuda's; --nowait:
+ *        modes 0, 2 and 3 only, forward)
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -175,7 +176,7 @@ __device__ __forceinline__ void stcs4(__nv_bfloat16 *q, float4 v)
  * published aggregates, column col: at(e, &single) gives element e's A word
  * (its B word W further on), or with single set a state word (A = 0, B =
  * the state). Loads NB elements at once and polls those not out yet. */
-template <int NB, typename At>
+template <int NB, typename At, bool WAIT = true>
 __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, float &fA, float &fB)
 {
     fA = 1.0f;
@@ -200,7 +201,7 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
                 if (!single && (unsigned)(vb[e] >> 32) != tag) vb[e] = ld_word(q + W);
                 all = all && (unsigned)(va[e] >> 32) == tag && (single || (unsigned)(vb[e] >> 32) == tag);
             }
-            if (all) break;
+            if (all || !WAIT) break;
             __nanosleep(32);
         }
 #pragma unroll
@@ -370,7 +371,9 @@ __device__ __forceinline__ int group_size(const wparams &p, int64_t w, int Gc, i
 }
 
 /* ------------------------------------------------------------------------ */
-/* Lag 1: tile k - 1 finished in iteration k (MODE 0 bound, 2 groups)        */
+/* Lag 1: tile k - 1 finished in iteration k (MODE 0 bound, 2 groups, 3 the */
+/* groups taking the words as first loaded, without waiting for their tags: */
+/* wrong results, the exchange's traffic without its coupling)              */
 
 template <typename Tst, int S, int NS, int MODE, bool BWD>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -409,13 +412,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         float4 hq[BWD ? S : 1];
         if constexpr (BWD)
             if (k >= 1) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
-        if (MODE == 2 && k >= 1) {
+        if (MODE >= 2 && k >= 1) {
             /* this iteration's leader folds its group's aggregates of window w */
             const int gsz = group_size(p, w, Gc, grp, NC);
             if (pos - grp * p.g == (int)(k % gsz)) {
                 const group_words at{&p, w * Gc + grp * p.g, R, r, col};
                 float fA, fB;
-                fold_words<4>(at, part * gsz / 4, (part + 1) * gsz / 4, p.tag, fA, fB);
+                fold_words<4, group_words, MODE == 2>(at, part * gsz / 4, (part + 1) * gsz / 4, p.tag, fA, fB);
                 gpA[part][col] = fA;
                 gpB[part][col] = fB;
                 __syncthreads();
@@ -442,30 +445,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
             __syncthreads();
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (MODE == 2 && tid < W) {
+            if (MODE >= 2 && tid < W) {
                 unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
                 st_word(my + tid, make_word(nA, p.tag));
                 st_word(my + W + tid, make_word(nB, p.tag));
             }
         }
-        if (MODE == 2 && k >= 1) {
+        if (MODE >= 2 && k >= 1) {
             /* tile k - 1's carry: its words folded in four parts */
             const carry_words at{&p, w, R, r, Gc, pos, grp, col, w > 0};
             const int m = at.count();
             float fA, fB;
-            fold_words<8>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA, fB);
+            fold_words<8, carry_words, MODE == 2>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA, fB);
             partA[part][col] = fA;
             partB[part][col] = fB;
         }
         __syncthreads(); /* the warp aggregates read; the carry's parts */
         if (k >= 1) {
             if (tid < W) {
-                float x = MODE == 2 ? 0.0f : X; /* MODE 2: h0, the state after window w - 1 leads */
-                if (MODE == 2)
+                float x = MODE >= 2 ? 0.0f : X; /* MODE 2: h0, the state after window w - 1 leads */
+                if (MODE >= 2)
                     for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
                 carry[tid] = x;
                 X = aggA * x + aggB;
-                if (MODE == 2 && pos == Gc - 1) st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
+                if (MODE >= 2 && pos == Gc - 1) st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
             }
             __syncthreads();
             float st[4];
@@ -754,10 +757,15 @@ int main(int argc, char **argv)
            "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
            roof * 1e-9, sms, (long long)T);
 
-    const config cfgs[] = {CFG(9, 3, 2, false),   CFG(6, 4, 0, false),   LCFG(6, 4, false),
-                           LCFG(5, 5, false),     LCFG16(12, 4, false),  LCFG16(10, 5, false),
-                           CFG(9, 3, 2, true),    LCFG(6, 4, true),      LCFG(5, 5, true),
-                           LCFG16(12, 4, true),   LCFG16(10, 5, true)};
+    const config all_cfgs[] = {CFG(9, 3, 2, false),   CFG(6, 4, 0, false),   LCFG(6, 4, false),
+                               LCFG(5, 5, false),     LCFG16(12, 4, false),  LCFG16(10, 5, false),
+                               CFG(9, 3, 2, true),    LCFG(6, 4, true),      LCFG(5, 5, true),
+                               LCFG16(12, 4, true),   LCFG16(10, 5, true)};
+    /* --nowait: the bound, the groups and the groups without waiting, forward */
+    const config nowait_cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), CFG(9, 3, 3, false)};
+    const bool nowait = argc > 2 && !strcmp(argv[2], "--nowait");
+    const config *cfgs = nowait ? nowait_cfgs : all_cfgs;
+    const int ncfgs = nowait ? 3 : (int)(sizeof all_cfgs / sizeof all_cfgs[0]);
     const int Hs[] = {64, 256};
     printf("\n| H | dir | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n"
            "|---|---|---|---|---|---|---|---|\n");
@@ -801,7 +809,7 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
         CUDA_CHECK(cudaMemset(words, 0, nwords * 8));
         unsigned tag = 0;
-        for (int dir = 0; dir < 2; dir++) {
+        for (int dir = 0; dir < (nowait ? 1 : 2); dir++) {
             /* the reference: h (forward), or db and da (backward, dhT = 0, h0 = 0) */
             for (int c = 0; c < H; c++) {
                 double x = 0.0;
@@ -813,7 +821,8 @@ int main(int argc, char **argv)
                     if (dir) refd[t * H + c] = x * (t >= 1 ? (double)hf[(t - 1) * H + c] : 0.0);
                 }
             }
-            for (const config &cf : cfgs) {
+            for (int ci = 0; ci < ncfgs; ci++) {
+                const config &cf = cfgs[ci];
                 if (cf.bwd != (dir == 1)) continue;
                 const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * cf.es;
                 const bool b16 = cf.es == 2;
@@ -884,8 +893,8 @@ int main(int argc, char **argv)
                 const double t = bench_median(ms, 20) * 1e-3,
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 4 ? "lag2" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
-                       100.0 * bw / roof, err, cf.mode >= 1 && !(err < tol) ? " FAIL" : "");
+                       cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
+                       100.0 * bw / roof, err, (cf.mode == 2 || cf.mode == 4) && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
                 CUDA_CHECK(cudaEventDestroy(e0));
                 CUDA_CHECK(cudaEventDestroy(e1));
