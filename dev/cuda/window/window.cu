@@ -370,6 +370,67 @@ __device__ __forceinline__ int group_size(const wparams &p, int64_t w, int Gc, i
     return gsz;
 }
 
+/* A worker's place: its threads' roles, its chain and its chunks. */
+struct worker {
+    int tid, tx, ty, warp, lane;   /* thread (ty, tx): 4 columns of 16 time rows' steps */
+    int R, Gc, r, pos, grp;        /* chain r, position pos (group grp) in every window */
+    int part, col;                 /* a fold's part and column */
+    int64_t c0, NC, nk;            /* first chunk, chunks a chain, tiles of this worker */
+};
+
+template <int L>
+__device__ __forceinline__ worker worker_at(const wparams &p)
+{
+    worker w;
+    w.tid = threadIdx.x;
+    w.tx = w.tid % TX;
+    w.ty = w.tid / TX;
+    w.warp = w.tid / 32;
+    w.lane = w.tid % 32;
+    w.R = p.R;
+    w.Gc = p.G / p.R;
+    w.r = (int)blockIdx.x % p.R;
+    w.pos = (int)blockIdx.x / p.R;
+    w.grp = w.pos / p.g;
+    w.part = w.tid / W;
+    w.col = w.tid % W;
+    w.c0 = w.pos;
+    w.NC = (p.T + L - 1) / L;
+    w.nk = w.c0 < w.NC ? (w.NC - 1 - w.c0) / w.Gc + 1 : 0;
+    return w;
+}
+
+/* The stages' mbarriers set up and the first NS tiles' copies issued;
+ * block-wide. */
+template <int L, int NS, bool BWD, typename Tst>
+__device__ __forceinline__ void ring_start(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb,
+                                           const worker &w, Tst *ring, uint64_t *full)
+{
+    if (w.tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int64_t k = 0; k < NS && k < w.nk; k++)
+            issue_tile<L, BWD>(p, ta, tb, w.r, w.c0 + k * w.Gc, ring + (size_t)k * 2 * L * W, &full[k]);
+    }
+    __syncthreads();
+}
+
+/* Column c's (A, B) as tagged words at dst + c and dst + W + c. */
+__device__ __forceinline__ void publish_pair(unsigned long long *dst, int c, float a, float b, unsigned tag)
+{
+    st_word(dst + c, make_word(a, tag));
+    st_word(dst + W + c, make_word(b, tag));
+}
+
+/* The four parts of column c's fold composed in order onto (a, b). */
+__device__ __forceinline__ void compose_parts(const float (*pa)[W], const float (*pb)[W], int c, float &a, float &b)
+{
+    for (int q = 0; q < 4; q++) {
+        b = pa[q][c] * b + pb[q][c];
+        a = pa[q][c] * a;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Lag 1: tile k - 1 finished in iteration k (MODE 0 bound, 2 groups, 3 the */
 /* groups taking the words as first loaded, without waiting for their tags: */
@@ -389,20 +450,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
     Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
     Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
-
-    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
-    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
-    const int part = tid / W, col = tid % W;
-    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
-    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-
-    if (tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
-    }
-    __syncthreads();
+    ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
 
     float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
     float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W) */
@@ -424,13 +477,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 __syncthreads();
                 if (tid < W) {
                     float a = 1.0f, b = 0.0f;
-                    for (int q = 0; q < 4; q++) {
-                        b = gpA[q][tid] * b + gpB[q][tid];
-                        a = gpA[q][tid] * a;
-                    }
-                    unsigned long long *gw = p.gwords + ((w * p.ng + grp) * R + r) * 2 * W;
-                    st_word(gw + tid, make_word(a, p.tag));
-                    st_word(gw + W + tid, make_word(b, p.tag));
+                    compose_parts(gpA, gpB, tid, a, b);
+                    publish_pair(p.gwords + ((w * p.ng + grp) * R + r) * 2 * W, tid, a, b, p.tag);
                 }
             }
         }
@@ -445,11 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
             __syncthreads();
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (MODE >= 2 && tid < W) {
-                unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
-                st_word(my + tid, make_word(nA, p.tag));
-                st_word(my + W + tid, make_word(nB, p.tag));
-            }
+            if (MODE >= 2 && tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
         }
         if (MODE >= 2 && k >= 1) {
             /* tile k - 1's carry: its words folded in four parts */
@@ -463,9 +507,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncthreads(); /* the warp aggregates read; the carry's parts */
         if (k >= 1) {
             if (tid < W) {
-                float x = MODE >= 2 ? 0.0f : X; /* MODE 2: h0, the state after window w - 1 leads */
-                if (MODE >= 2)
-                    for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
+                float x = MODE >= 2 ? 0.0f : X, unused = 1.0f; /* MODE 2: h0, the state after window w - 1 leads */
+                if (MODE >= 2) compose_parts(partA, partB, tid, unused, x);
                 carry[tid] = x;
                 X = aggA * x + aggB;
                 if (MODE >= 2 && pos == Gc - 1) st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
@@ -572,20 +615,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
     Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
     Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
-
-    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
-    const int j = blockIdx.x, R = p.R, Gc = p.G / R, r = j % R, pos = j / R, grp = pos / p.g;
-    const int part = tid / W, col = tid % W;
-    const int64_t c0 = pos, NC = (p.T + L - 1) / L;
-    const int64_t nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-
-    if (tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int64_t k = 0; k < NS && k < nk; k++) issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
-    }
-    __syncthreads();
+    ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
 
     float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
     float aggA[2] = {1.0f, 1.0f}, aggB[2] = {0.0f, 0.0f}; /* the same tiles' aggregates (threads < W) */
@@ -598,8 +633,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int64_t wl = k - 1, wf = k - 2; /* the leaders' window; the finished tile's */
         const int64_t cf = c0 + wf * Gc;
         /* this iteration's words, loaded now */
-        const bool lead = k >= 1 && k - 1 < nk && pos - grp * p.g == (int)(k % group_size(p, wl, Gc, grp, NC));
-        const int gsz = lead ? group_size(p, wl, Gc, grp, NC) : 0;
+        const int gsz = k >= 1 && k - 1 < nk ? group_size(p, wl, Gc, grp, NC) : 0; /* >= 1: its tile exists */
+        const bool lead = gsz > 0 && pos - grp * p.g == (int)(k % gsz);
         const group_words atL{&p, wl * Gc + grp * p.g, R, r, col};
         const carry_words atC{&p, wf, R, r, Gc, pos, grp, col, wf > 0};
         const int m = atC.count();
@@ -636,26 +671,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
         if (k < nk) {
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (tid < W) {
-                unsigned long long *my = p.words + ((c0 + k * Gc) * R + r) * 2 * W;
-                st_word(my + tid, make_word(nA, p.tag));
-                st_word(my + W + tid, make_word(nB, p.tag));
-            }
+            if (tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
         }
         if (tid < W) {
             if (lead) {
                 float a = 1.0f, b = 0.0f;
-                for (int q = 0; q < 4; q++) {
-                    b = gpA[q][tid] * b + gpB[q][tid];
-                    a = gpA[q][tid] * a;
-                }
-                unsigned long long *gw = p.gwords + ((wl * p.ng + grp) * R + r) * 2 * W;
-                st_word(gw + tid, make_word(a, p.tag));
-                st_word(gw + W + tid, make_word(b, p.tag));
+                compose_parts(gpA, gpB, tid, a, b);
+                publish_pair(p.gwords + ((wl * p.ng + grp) * R + r) * 2 * W, tid, a, b, p.tag);
             }
             if (k >= 2) {
-                float x = 0.0f; /* h0; the state after window wf - 1 leads */
-                for (int q = 0; q < 4; q++) x = partA[q][tid] * x + partB[q][tid];
+                float x = 0.0f, unused = 1.0f; /* h0; the state after window wf - 1 leads */
+                compose_parts(partA, partB, tid, unused, x);
                 carry[tid] = x;
                 if (pos == Gc - 1)
                     st_word(p.pwords + (wf * R + r) * W + tid, make_word(aggA[1] * x + aggB[1], p.tag));
