@@ -25,21 +25,37 @@
  *     aggregates; a carry is the state after the previous window (from
  *     the worker at its last position), the groups before its own and its
  *     group's members before it;
+ *  3  the groups taking each word as first loaded, without waiting for
+ *     its tag: wrong results when a word is late, the exchange's traffic
+ *     without its coupling;
  *  4  lwindow_kernel: MODE 2 with tile k - 2 finished in iteration k, so
  *     that every word a fold needs was published an iteration earlier;
  *     the words are loaded at the iteration's start and composed after
- *     the tile's reduce.
- * Modes 2 and 4 are checked against a serial double-precision reference.
- * (Two more, measured in runs r13 and r15 and then removed, are in the
- * history at 6ac3da8: the worker folding all Gc - 1 aggregates itself,
- * and MODE 2's exchange by 64 threads of their own.)
+ *     the tile's reduce;
+ *  6  pwindow_kernel: pipelined, every fold's words loaded at an
+ *     iteration's start and completed at its end, each worker keeping the
+ *     state after the previous window itself (see the kernel's comment).
+ * Modes 2, 4 and 6 are checked against a serial double-precision
+ * reference. (Two more, measured in runs r13 and r15 and then removed,
+ * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
+ * itself, and MODE 2's exchange by 64 threads of their own.)
+ *
+ * Switches of wparams, set per configuration: tstore (full tiles' results
+ * written into their stage and stored by TMA instead of by the threads),
+ * and for the pipelined kernel early (a freed stage's copy issued before
+ * the folds complete), nofold (no words loaded: wrong results, the
+ * kernel's structure alone), fast (the slices' addresses in full windows
+ * computed once) and prof (thread 0's clocks per phase).
  *
  * Build (from the repository root):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
- * Run:   ./window [T [--nowait]]   (default 2^20; prints a table against
- *        the copy roofline, queued timing as prnn_bench_cuda's; --nowait:
- *        modes 0, 2 and 3 only, forward)
+ * Run:   ./window [T [--lag | --nowait | --tma | --prof]]   (default 2^20;
+ *        prints a table against the copy roofline, queued timing as
+ *        prnn_bench_cuda's. Without an option: the pipelined kernel beside
+ *        the bound and the groups; --lag: lag one and two; --nowait: modes
+ *        0, 2 and 3, forward; --tma: TMA stores; --prof: the pipelined
+ *        kernel's phases, the no-fold control and the fast slices)
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -55,6 +71,7 @@
 #include "bench_cuda.h"
 
 constexpr int kThreads = 256, TX = 16, TY = 16, W = 64; /* float4 column threads, time threads */
+constexpr int kProf = 13; /* pipelined profile: 9 phases' clocks (two spare), a word's round trip, re-polling threads, iterations */
 
 struct wparams {
     const float *a, *b; /* backward: a and dh */
@@ -68,6 +85,11 @@ struct wparams {
     unsigned long long *pwords; /* MODE 2: (windows * R, W) state after a window's last tile */
     int g, ng;                 /* MODE 2: positions a group, groups a window */
     unsigned tag;              /* this launch's tag, never 0 */
+    int early;                 /* pipelined: a freed stage's copy issued before the folds complete */
+    int tstore;                /* full tiles' results written into their stage and stored by TMA */
+    int nofold;                /* pipelined: no words loaded, the carry the worker's own state (wrong) */
+    int fast;                  /* pipelined: the full windows' slices' addresses computed once */
+    unsigned long long *prof;  /* pipelined: per block kProf clock sums (null: none) */
 };
 
 __device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -95,16 +117,29 @@ __device__ __forceinline__ void mbar_wait(uint64_t *m, unsigned parity)
                  : "memory");
 }
 
+/* The tagged words: strong (relaxed, .gpu scope) loads and stores, or with
+ * WINDOW_WEAK weak ones cached in L2 only (.cg), each re-issued by the
+ * polls (asm volatile). */
+#ifndef WINDOW_WEAK
+#define WINDOW_WEAK 0
+#endif
+
 __device__ __forceinline__ unsigned long long ld_word(const unsigned long long *p)
 {
     unsigned long long v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    if (WINDOW_WEAK)
+        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    else
+        asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
 __device__ __forceinline__ void st_word(unsigned long long *p, unsigned long long v)
 {
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    if (WINDOW_WEAK)
+        asm volatile("st.global.cg.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    else
+        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
@@ -331,6 +366,77 @@ __device__ __forceinline__ void tile_finish(const wparams &p, const Tst *sa, con
     }
 }
 
+/* TMA stores of a stage's box, their group committed, and the waits: until
+ * the stores have read shared memory, or until they are done. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, int x, int y, const void *src)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(x),
+                 "r"(y), "r"(saddr(src))
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ void put4(float *q, float4 v) { *reinterpret_cast<float4 *>(q) = v; }
+__device__ __forceinline__ void put4(__nv_bfloat16 *q, float4 v)
+{
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    uint2 u;
+    u.x = *reinterpret_cast<const unsigned *>(&lo);
+    u.y = *reinterpret_cast<const unsigned *>(&hi);
+    *reinterpret_cast<uint2 *>(q) = u;
+}
+
+/* As tile_finish, the results written into the stage: h over b's rows (the
+ * backward: db over dh's, da over a's, row i of both boxes time t0 + i). */
+template <typename Tst, int S, int L, bool BWD>
+__device__ __forceinline__ void tile_finish_stage(Tst *sa, Tst *sb, int nr, int ty, int tx, float (&st)[4],
+                                                  const float4 *hq)
+{
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
+        if (i < nr) {
+            const float4 av = load4(sa + row * W + tx * 4), bv = load4(sb + row * W + tx * 4);
+            st[0] = av.x * st[0] + bv.x;
+            st[1] = av.y * st[1] + bv.y;
+            st[2] = av.z * st[2] + bv.z;
+            st[3] = av.w * st[3] + bv.w;
+            put4(sb + row * W + tx * 4, make_float4(st[0], st[1], st[2], st[3]));
+            if (BWD) {
+                const float4 q = hq[s];
+                put4(sa + row * W + tx * 4, make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+            }
+        }
+    }
+}
+
+/* Chunk c finished from the stage (sa, sb): a full tile with p.tstore in the
+ * stage and stored by TMA (a block barrier inside; thread 0 commits the
+ * stores), any other by the threads' own stores. */
+template <typename Tst, int S, int L, bool BWD>
+__device__ __forceinline__ void finish_chunk(const wparams &p, const CUtensorMap *th, const CUtensorMap *td, Tst *sa,
+                                             Tst *sb, int64_t c, int r, int ty, int tx, int tid, float (&st)[4],
+                                             const float4 *hq, Tst *hout, Tst *dout)
+{
+    int64_t t0;
+    int nr;
+    chunk_rows<L, BWD>(p, c, t0, nr);
+    if (!p.tstore || nr != L) {
+        tile_finish<Tst, S, L, BWD>(p, sa, sb, c, r, ty, tx, st, hq, hout, dout);
+        return;
+    }
+    tile_finish_stage<Tst, S, L, BWD>(sa, sb, nr, ty, tx, st, hq);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (tid == 0) {
+        tma_store_2d(th, r * W, (int)t0, sb);
+        if (BWD) tma_store_2d(td, r * W, (int)t0, sa);
+        bulk_commit();
+    }
+}
+
 /* The carry's words of tile chunk w * Gc + pos (window w, group grp),
  * column col: the state after window w - 1 (a state word, w > 0), the
  * aggregates of the groups before grp, those of grp's members before pos.
@@ -439,7 +545,8 @@ __device__ __forceinline__ void compose_parts(const float (*pa)[W], const float 
 template <typename Tst, int S, int NS, int MODE, bool BWD>
 __global__ void __launch_bounds__(kThreads, 1)
     window_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
-                  const __grid_constant__ CUtensorMap tb)
+                  const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                  const __grid_constant__ CUtensorMap td)
 {
     constexpr int L = TY * S;
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
@@ -517,10 +624,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             float st[4];
 #pragma unroll
             for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
-            tile_finish<Tst, S, L, BWD>(p, stage(k - 1), stage(k - 1) + L * W, cf, r, ty, tx, st, hq, hout, dout);
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(k - 1), stage(k - 1) + L * W, cf, r, ty, tx, tid, st, hq,
+                                         hout, dout);
         }
         __syncthreads(); /* stage k - 1 and the carry read */
         if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
+            bulk_wait_read();
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
         }
@@ -529,6 +638,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         aggA = nA;
         aggB = nB;
     }
+    if (tid == 0) bulk_wait_all();
 }
 
 /* ------------------------------------------------------------------------ */
@@ -603,7 +713,8 @@ __device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsi
 template <typename Tst, int S, int NS, bool BWD>
 __global__ void __launch_bounds__(kThreads, 1)
     lwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
-                   const __grid_constant__ CUtensorMap tb)
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
 {
     constexpr int L = TY * S;
     static_assert(NS >= 4, "tiles k - 2, k - 1, k and one in flight");
@@ -714,6 +825,372 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Pipelined: every fold's words loaded an iteration before they are used   */
+/*
+ * Each word a fold needs was published at least an iteration before the
+ * fold's loads are issued, and the loads are issued at an iteration's start
+ * and completed at its end, after the tile's summary and an earlier tile's
+ * finish: their L2 round trip overlaps a whole iteration of work. In
+ * iteration k of a worker:
+ *  - tile k is reduced and its aggregate published (as before);
+ *  - the leader of its group for window k - 1 folds the members' aggregates
+ *    of that window (published in iteration k - 1) and publishes the
+ *    group's aggregate at the iteration's end;
+ *  - every worker folds the words of window wc = k - 1 - E (groups'
+ *    aggregates published in iteration wc + 1 <= k - E): the groups before
+ *    its own, its group's members before it, and the groups from its own on.
+ *    Each worker keeps the state after the previous window itself (X), so
+ *    no worker waits on a chain through one other: the carry of its tile is
+ *    X, then the groups before, then the members before; X moves on by all
+ *    of the window's groups;
+ *  - tile k - D (D = E + 2) is finished from the carry composed at the end
+ *    of iteration k - 1.
+ * Tiles k - D .. k are held, NS - D - 1 are in flight: NS >= D + 2.
+ */
+
+/* A fold's slices: quarter q of the threads (64 columns each) takes elements
+ * [q n / 4, (q + 1) n / 4) of a list cut into up to three segments, and
+ * folds each segment's elements apart. NB words loaded at once. */
+template <int NB>
+struct slice_words {
+    unsigned long long va[NB], vb[NB];
+};
+
+/* The carry list of window wc for a worker at (pos, grp): segment 0 the
+ * groups before grp, 1 the members of grp before pos, 2 the groups from grp
+ * on (those with a tile); a leader's list: its group's members, segment 1. */
+struct pipe_list {
+    const wparams *p;
+    int64_t w;
+    int R, r, Gc, col, grp, n0, n1, n2;
+    int64_t first; /* segment 1's first chunk */
+    __device__ int count() const { return n0 + n1 + n2; }
+    __device__ int seg(int e) const { return e < n0 ? 0 : e < n0 + n1 ? 1 : 2; }
+    __device__ const unsigned long long *at(int e) const
+    {
+        if (e < n0) return p->gwords + ((w * p->ng + e) * R + r) * 2 * W + col;
+        if (e < n0 + n1) return p->words + ((first + (e - n0)) * R + r) * 2 * W + col;
+        return p->gwords + ((w * p->ng + grp + (e - n0 - n1)) * R + r) * 2 * W + col;
+    }
+};
+
+template <int NB>
+__device__ __forceinline__ void slice_issue(const pipe_list &l, int e0, int e1, slice_words<NB> &f)
+{
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        f.va[e] = f.vb[e] = 0ull;
+        if (e0 + e < e1) {
+            const unsigned long long *q = l.at(e0 + e);
+            f.va[e] = ld_word(q);
+            f.vb[e] = ld_word(q + W);
+        }
+    }
+}
+
+/* The slice's folds per segment (sA[s], sB[s]), the first NB words from f. */
+template <int NB>
+__device__ __forceinline__ void slice_complete(const pipe_list &l, int e0, int e1, unsigned tag,
+                                               slice_words<NB> &f, float (&sA)[3], float (&sB)[3], int &polls)
+{
+#pragma unroll
+    for (int s = 0; s < 3; s++) { sA[s] = 1.0f; sB[s] = 0.0f; }
+    for (int ib = e0; ib < e1; ib += NB) {
+        if (ib > e0) slice_issue<NB>(l, ib, e1, f);
+        for (;;) {
+            bool all = true;
+#pragma unroll
+            for (int e = 0; e < NB; e++) {
+                if (ib + e >= e1) continue;
+                const unsigned long long *q = l.at(ib + e);
+                if ((unsigned)(f.va[e] >> 32) != tag) f.va[e] = ld_word(q);
+                if ((unsigned)(f.vb[e] >> 32) != tag) f.vb[e] = ld_word(q + W);
+                all = all && (unsigned)(f.va[e] >> 32) == tag && (unsigned)(f.vb[e] >> 32) == tag;
+            }
+            if (all) break;
+            polls++;
+            __nanosleep(32);
+        }
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            if (ib + e >= e1) continue;
+            const int s = l.seg(ib + e);
+            const float qA = __uint_as_float((unsigned)f.va[e]), qB = __uint_as_float((unsigned)f.vb[e]);
+            /* segment s's fold continued by the element (later in time) */
+#pragma unroll
+            for (int u = 0; u < 3; u++)
+                if (u == s) { sB[u] = qA * sB[u] + qB; sA[u] = qA * sA[u]; }
+        }
+    }
+}
+
+/* A fold slice in the windows with every tile: the same list in each, its
+ * words ng (groups') or Gc (members') tiles' words further on a window.
+ * q0 the slice's addresses in window 0, 2 bits an element its segment. */
+template <int NB>
+struct fast_slice {
+    const unsigned long long *q0[NB];
+    unsigned segbits;
+    int cnt;
+};
+
+template <int NB>
+__device__ __forceinline__ fast_slice<NB> fast_slice_of(const pipe_list &l, int e0, int e1)
+{
+    fast_slice<NB> f;
+    f.cnt = e1 - e0;
+    f.segbits = 0;
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        f.q0[e] = l.p->words;
+        if (e0 + e < e1) {
+            f.q0[e] = l.at(e0 + e);
+            f.segbits |= (unsigned)l.seg(e0 + e) << (2 * e);
+        }
+    }
+    return f;
+}
+
+/* Window w's words of the slice loaded; q their addresses, for the polls. */
+template <int NB>
+__device__ __forceinline__ void fast_issue(const fast_slice<NB> &f, int64_t w, int64_t gstride, int64_t mstride,
+                                           slice_words<NB> &v, const unsigned long long *(&q)[NB])
+{
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        v.va[e] = v.vb[e] = 0ull;
+        q[e] = f.q0[e];
+        if (e < f.cnt) {
+            q[e] = f.q0[e] + w * (((f.segbits >> (2 * e)) & 3u) == 1u ? mstride : gstride);
+            v.va[e] = ld_word(q[e]);
+            v.vb[e] = ld_word(q[e] + W);
+        }
+    }
+}
+
+template <int NB>
+__device__ __forceinline__ void fast_complete(const fast_slice<NB> &f, const unsigned long long *const (&q)[NB],
+                                              unsigned tag, slice_words<NB> &v, float (&sA)[3], float (&sB)[3],
+                                              int &polls)
+{
+#pragma unroll
+    for (int s = 0; s < 3; s++) { sA[s] = 1.0f; sB[s] = 0.0f; }
+    for (;;) {
+        bool all = true;
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            if (e >= f.cnt) continue;
+            if ((unsigned)(v.va[e] >> 32) != tag) v.va[e] = ld_word(q[e]);
+            if ((unsigned)(v.vb[e] >> 32) != tag) v.vb[e] = ld_word(q[e] + W);
+            all = all && (unsigned)(v.va[e] >> 32) == tag && (unsigned)(v.vb[e] >> 32) == tag;
+        }
+        if (all) break;
+        polls++;
+        __nanosleep(32);
+    }
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        if (e >= f.cnt) continue;
+        const unsigned s = (f.segbits >> (2 * e)) & 3u;
+        const float qA = __uint_as_float((unsigned)v.va[e]), qB = __uint_as_float((unsigned)v.vb[e]);
+#pragma unroll
+        for (int u = 0; u < 3; u++) {
+            const bool take = s == (unsigned)u;
+            sB[u] = take ? qA * sB[u] + qB : sB[u];
+            sA[u] = take ? qA * sA[u] : sA[u];
+        }
+    }
+}
+
+template <typename Tst, int S, int NS, int E, bool BWD>
+__global__ void __launch_bounds__(kThreads, 1)
+    pwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
+{
+    constexpr int L = TY * S, D = E + 2, NB = 6;
+    static_assert(E >= 1 && NS >= D + 2, "tiles k - D .. k held and one in flight");
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float segA[3][4][W], segB[3][4][W], gpA[4][W], gpB[4][W], carry[W];
+    __shared__ unsigned repolls;
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
+    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
+    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
+    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
+    const int mem = pos - grp * p.g; /* this worker's place in its group */
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
+
+    float eA[D][4], eB[D][4]; /* exclusive prefixes of tiles k - 1 .. k - D */
+#pragma unroll
+    for (int j = 0; j < D; j++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) { eA[j][v] = 1.0f; eB[j][v] = 0.0f; }
+    float X = 0.0f; /* threads < W: the state after window wc - 1 (h0 = 0) */
+    const bool prof = p.prof != nullptr && tid == 0;
+    unsigned long long pc[kProf] = {}, tp = clock64();
+    auto mark = [&](int i) {
+        if (prof) {
+            const unsigned long long t = clock64();
+            pc[i] += t - tp;
+            tp = t;
+        }
+    };
+    if (tid == 0) repolls = 0;
+    /* the slices of the windows with every tile, when they fit */
+    const int gszf = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g, ncf = mem + p.ng;
+    const fast_slice<4> fl = fast_slice_of<4>(pipe_list{&p, 0, R, r, Gc, col, grp, 0, gszf, 0, (int64_t)grp * p.g},
+                                              part * gszf / 4, (part + 1) * gszf / 4);
+    const fast_slice<NB> fc = fast_slice_of<NB>(
+        pipe_list{&p, 0, R, r, Gc, col, grp, grp, mem, p.ng - grp, (int64_t)grp * p.g}, part * ncf / 4,
+        (part + 1) * ncf / 4);
+    const bool fok = p.fast && !p.nofold && fl.cnt <= 4 && fc.cnt <= NB;
+    const int64_t gstride = (int64_t)p.ng * R * 2 * W, mstride = (int64_t)Gc * R * 2 * W;
+
+    for (int64_t k = 0; k < nk + D; k++) {
+        const int64_t wl = k - 1, wc = k - 1 - E, kf = k - D; /* leader's window, carry's, finished tile */
+        /* the leader's list and the carry's, their first words loaded now */
+        const bool fold = wc >= 0 && wc < nk;
+        const bool fastL = fok && wl >= 0 && wl < nk && (wl + 1) * Gc <= NC;
+        const bool fastC = fok && fold && (wc + 1) * Gc <= NC;
+        const int gsz = fastL ? gszf : wl >= 0 && wl < nk ? group_size(p, wl, Gc, grp, NC) : 0;
+        const bool lead = gsz > 0 && mem == (int)wl % gsz;
+        const pipe_list ll{&p, wl, R, r, Gc, col, grp, 0, lead && !fastL ? gsz : 0, 0, wl * Gc + grp * p.g};
+        int ngw = 0;
+        if (fold && !fastC) {
+            const int64_t left = NC - wc * Gc; /* tiles in window wc */
+            const int nt = left < Gc ? (int)left : Gc;
+            ngw = (nt + p.g - 1) / p.g;
+        }
+        const bool slow = fold && !fastC;
+        const pipe_list lc{&p, wc, R, r, Gc, col, grp, slow ? grp : 0, slow ? mem : 0, slow ? ngw - grp : 0,
+                           wc * Gc + grp * p.g};
+        const int nl = p.nofold ? 0 : ll.count(), nc = p.nofold ? 0 : lc.count();
+        slice_words<4> lw;
+        slice_words<NB> cw;
+        mark(0);
+        const unsigned long long *qL[4], *qC[NB];
+        if (fastL && lead)
+            fast_issue<4>(fl, wl, gstride, mstride, lw, qL);
+        else
+            slice_issue<4>(ll, part * nl / 4, (part + 1) * nl / 4, lw);
+        if (fastC)
+            fast_issue<NB>(fc, wc, gstride, mstride, cw, qC);
+        else
+            slice_issue<NB>(lc, part * nc / 4, (part + 1) * nc / 4, cw);
+        float4 hq[BWD ? S : 1];
+        if constexpr (BWD)
+            if (kf >= 0) hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+        mark(1);
+
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (k < nk) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            mark(2);
+            float A[4], Bs[4], xA[4], xB[4], nA, nB;
+            tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
+            __syncthreads(); /* (1) the warp aggregates */
+            tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
+            if (tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+        } else {
+            __syncthreads(); /* (1) */
+        }
+        mark(3);
+        if (kf >= 0) {
+            float st[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) st[v] = eA[D - 1][v] * carry[tx * 4 + v] + eB[D - 1][v];
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, tid, st,
+                                         hq, hout, dout);
+        }
+        mark(4);
+        if (p.early) {
+            __syncthreads(); /* stage kf read */
+            if (kf >= 0 && tid == 0 && kf + NS < nk) {
+                bulk_wait_read();
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+            }
+        }
+        mark(5);
+        {
+            float sA[3], sB[3];
+            int polls = 0;
+            if (fastL && lead)
+                fast_complete<4>(fl, qL, p.tag, lw, sA, sB, polls);
+            else
+                slice_complete<4>(ll, part * nl / 4, (part + 1) * nl / 4, p.tag, lw, sA, sB, polls);
+            gpA[part][col] = sA[1];
+            gpB[part][col] = sB[1];
+            if (fastC)
+                fast_complete<NB>(fc, qC, p.tag, cw, sA, sB, polls);
+            else
+                slice_complete<NB>(lc, part * nc / 4, (part + 1) * nc / 4, p.tag, cw, sA, sB, polls);
+            if (p.prof && polls) atomicAdd(&repolls, 1u);
+#pragma unroll
+            for (int s = 0; s < 3; s++) {
+                segA[s][part][col] = sA[s];
+                segB[s][part][col] = sB[s];
+            }
+        }
+        mark(6);
+        __syncthreads(); /* (2) the folds' quarters; carry and stage kf read */
+        mark(7);
+        if (tid < W) {
+            if (lead) {
+                float a = 1.0f, b = 0.0f;
+                compose_parts(gpA, gpB, tid, a, b);
+                publish_pair(p.gwords + ((wl * p.ng + grp) * R + r) * 2 * W, tid, a, b, p.tag);
+            }
+            if (fold) {
+                float f[3][2];
+#pragma unroll
+                for (int s = 0; s < 3; s++) {
+                    f[s][0] = 1.0f;
+                    f[s][1] = 0.0f;
+                    compose_parts(segA[s], segB[s], tid, f[s][0], f[s][1]);
+                }
+                const float x0 = f[0][0] * X + f[0][1];
+                carry[tid] = f[1][0] * x0 + f[1][1];
+                X = f[2][0] * x0 + f[2][1];
+            }
+        }
+        __syncthreads(); /* (3) the carry written */
+        if (!p.early && kf >= 0 && tid == 0 && kf + NS < nk) {
+            bulk_wait_read();
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+        }
+        mark(8);
+#pragma unroll
+        for (int j = D - 1; j > 0; j--)
+#pragma unroll
+            for (int v = 0; v < 4; v++) { eA[j][v] = eA[j - 1][v]; eB[j][v] = eB[j - 1][v]; }
+#pragma unroll
+        for (int v = 0; v < 4; v++) { eA[0][v] = pA[v]; eB[0][v] = pB[v]; }
+    }
+    if (tid == 0) bulk_wait_all();
+    if (p.prof) {
+        __syncthreads();
+        if (tid == 0) {
+            for (int i = 0; i < kProf - 2; i++) p.prof[blockIdx.x * kProf + i] = pc[i];
+            p.prof[blockIdx.x * kProf + kProf - 2] = repolls;
+            p.prof[blockIdx.x * kProf + kProf - 1] = (unsigned long long)(nk + D);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 
 static uint64_t rng = 88172645463325252ull;
 static double urand(void)
@@ -726,15 +1203,30 @@ static double urand(void)
 
 struct config {
     const char *name;
-    void (*kernel)(wparams, CUtensorMap, CUtensorMap);
+    void (*kernel)(wparams, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap);
     int S, NS, mode;
     bool bwd;
-    int es = 4; /* bytes an element: 4 fp32, 2 bf16 */
+    int es = 4;    /* bytes an element: 4 fp32, 2 bf16 */
+    int early = 0;  /* pipelined: wparams.early */
+    int tstore = 0; /* wparams.tstore */
+    int nofold = 0; /* wparams.nofold */
+    int fast = 0;   /* wparams.fast */
 };
 
 #define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<float, S, NS, M, B>, S, NS, M, B}
 #define LCFG(S, NS, B) {#S ":" #NS, lwindow_kernel<float, S, NS, B>, S, NS, 4, B, 4}
 #define LCFG16(S, NS, B) {#S ":" #NS, lwindow_kernel<__nv_bfloat16, S, NS, B>, S, NS, 4, B, 2}
+#define PCFG(S, NS, E, B) {#S ":" #NS " E" #E, pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4}
+#define PCFG16(S, NS, E, B) {#S ":" #NS " E" #E, pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2}
+#define CFGT(S, NS, M, B) {#S ":" #NS " tma", window_kernel<float, S, NS, M, B>, S, NS, M, B, 4, 0, 1}
+#define CFGT16(S, NS, M, B) {#S ":" #NS " tma", window_kernel<__nv_bfloat16, S, NS, M, B>, S, NS, M, B, 2, 0, 1}
+#define PCFGT(S, NS, E, B, EA) {#S ":" #NS " E" #E " tma" #EA, pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, EA, 1}
+#define PCFGT16(S, NS, E, B, EA) {#S ":" #NS " E" #E " tma" #EA, pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, EA, 1}
+#define PCFGN(S, NS, E, B) {#S ":" #NS " E" #E " nofold", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 0, 0, 1}
+#define PCFGF(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 0, 0, 0, 1}
+#define PCFGF16(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 0, 0, 0, 1}
+#define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
+#define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 
@@ -783,15 +1275,44 @@ int main(int argc, char **argv)
            "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
            roof * 1e-9, sms, (long long)T);
 
-    const config all_cfgs[] = {CFG(9, 3, 2, false),   CFG(6, 4, 0, false),   LCFG(6, 4, false),
+    /* default: the pipelined kernel against the bound and the groups at lag one;
+     * --lag: the kernels at lag one and two; --nowait: the bound, the groups
+     * and the groups without waiting, forward */
+    const config pipe_cfgs[] = {CFG(9, 3, 0, false),      CFG(4, 6, 0, false),      CFG(9, 3, 2, false),
+                                PCFG(4, 6, 1, false),
+                                PCFG(5, 5, 1, false),     PCFG(4, 6, 2, false),     PCFG(3, 7, 2, false),
+                                PCFG16(8, 6, 1, false),   PCFG16(10, 5, 1, false),  PCFG16(8, 6, 2, false),
+                                CFG(9, 3, 0, true),       CFG(9, 3, 2, true),       PCFG(4, 6, 1, true),
+                                PCFG(5, 5, 1, true),      PCFG(4, 6, 2, true),      PCFG16(8, 6, 1, true),
+                                PCFG16(8, 6, 2, true)};
+    const config lag_cfgs[] = {CFG(9, 3, 2, false),   CFG(6, 4, 0, false),   LCFG(6, 4, false),
                                LCFG(5, 5, false),     LCFG16(12, 4, false),  LCFG16(10, 5, false),
                                CFG(9, 3, 2, true),    LCFG(6, 4, true),      LCFG(5, 5, true),
                                LCFG16(12, 4, true),   LCFG16(10, 5, true)};
-    /* --nowait: the bound, the groups and the groups without waiting, forward */
     const config nowait_cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), CFG(9, 3, 3, false)};
-    const bool nowait = argc > 2 && !strcmp(argv[2], "--nowait");
-    const config *cfgs = nowait ? nowait_cfgs : all_cfgs;
-    const int ncfgs = nowait ? 3 : (int)(sizeof all_cfgs / sizeof all_cfgs[0]);
+    /* --prof: the pipelined kernel's phases, its copies issued late or early */
+    const config prof_cfgs[] = {CFG(4, 6, 0, false),      PCFGN(5, 5, 1, false),    PCFG(5, 5, 1, false),
+                                PCFGF(5, 5, 1, false),    PCFGF(4, 6, 1, false),    PCFGF(4, 6, 2, false),
+                                PCFGF16(10, 5, 1, false), PCFGF16(8, 6, 2, false),  PCFGF(5, 5, 1, true),
+                                PCFGF(4, 6, 2, true),     PCFGF16(10, 5, 1, true)};
+    /* --tma: full tiles' results stored from their stage by TMA */
+    const config tma_cfgs[] = {CFGT(9, 3, 0, false),        CFGT(4, 6, 0, false),        CFGT(9, 3, 2, false),
+                               CFGT(9, 3, 3, false),        PCFGT(4, 6, 1, false, 0),    PCFGT(5, 5, 1, false, 0),
+                               PCFGT(5, 5, 1, false, 1),    PCFGT(4, 6, 2, false, 0),    CFGT16(16, 3, 0, false),
+                               CFGT16(16, 3, 2, false),     PCFGT16(10, 5, 1, false, 0), PCFGT16(8, 6, 2, false, 0),
+                               CFGT(9, 3, 0, true),         CFGT(9, 3, 2, true),         PCFGT(5, 5, 1, true, 0),
+                               PCFGT(4, 6, 2, true, 0),     CFGT16(16, 3, 2, true)};
+    const char *opt = argc > 2 ? argv[2] : "";
+    const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"), profile = !strcmp(opt, "--prof"),
+               tma = !strcmp(opt, "--tma");
+    const config *cfgs = nowait ? nowait_cfgs : lag ? lag_cfgs : profile ? prof_cfgs : tma ? tma_cfgs : pipe_cfgs;
+    const int ncfgs = nowait    ? 3
+                      : tma     ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
+                      : lag     ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
+                      : profile ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
+                                : (int)(sizeof pipe_cfgs / sizeof pipe_cfgs[0]);
+    int clock_khz;
+    CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     const int Hs[] = {64, 256};
     printf("\n| H | dir | S:NS | mode | ms | GB/s | %% roofline | max rel err |\n"
            "|---|---|---|---|---|---|---|---|\n");
@@ -829,7 +1350,7 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < n; i++) q16[i] = __float2bfloat16(srcs[a][i]);
             CUDA_CHECK(cudaMemcpy(dsts[a], q16, n * 2, cudaMemcpyHostToDevice));
         }
-        const int64_t maxchunks = (T + 63) / 64; /* tiles of 64 steps or more */
+        const int64_t maxchunks = (T + 31) / 32; /* tiles of 32 steps or more */
         const size_t nwords = (size_t)maxchunks * R * 2 * W * 3; /* A/B, group, state words */
         unsigned long long *words;
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
@@ -865,7 +1386,9 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
                 const CUtensorMap ta = tile_map(b16 ? (void *)da16 : da, T, H, L, cf.es),
-                                  tb = tile_map(b16 ? (void *)db16 : db, T, H, L, cf.es);
+                                  tb = tile_map(b16 ? (void *)db16 : db, T, H, L, cf.es),
+                                  th = tile_map(b16 ? (void *)dout16 : dout, T, H, L, cf.es),
+                                  td = tile_map(b16 ? (void *)dout216 : dout2, T, H, L, cf.es);
                 if (per < 1) {
                     printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd", cf.name, cf.mode);
                     continue;
@@ -875,10 +1398,10 @@ int main(int argc, char **argv)
                 while (g * g < Gc) g++;
                 wparams p = {da, db, b16 ? (float *)dout16 : dout, b16 ? (const float *)dhf16 : dhf,
                              b16 ? (float *)dout216 : dout2, T, H, R, G, words, words + nwords / 3,
-                             words + 2 * (nwords / 3), g, (Gc + g - 1) / g, 0};
+                             words + 2 * (nwords / 3), g, (Gc + g - 1) / g, 0, cf.early, cf.tstore, cf.nofold, cf.fast, nullptr};
                 auto launch = [&]() {
                     p.tag = ++tag;
-                    void *args[] = {&p, (void *)&ta, (void *)&tb};
+                    void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
                     CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args, smem, s));
                 };
                 CUDA_CHECK(cudaMemsetAsync(p.h, 0, n * cf.es, s));
@@ -919,9 +1442,32 @@ int main(int argc, char **argv)
                 const double t = bench_median(ms, 20) * 1e-3,
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
-                       100.0 * bw / roof, err, (cf.mode == 2 || cf.mode == 4) && !(err < tol) ? " FAIL" : "");
+                       cf.mode == 6 ? "pipe" : cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
+                       100.0 * bw / roof, err, (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
+                if ((profile || tma) && cf.mode == 6) { /* one launch with the phases' clocks */
+                    unsigned long long *dprof, hprof[kProf * 132 * 4];
+                    const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
+                    if (p.G > 132 * 4) return 1;
+                    CUDA_CHECK(cudaMalloc(&dprof, pbytes));
+                    p.prof = dprof;
+                    launch();
+                    CUDA_CHECK(cudaStreamSynchronize(s));
+                    p.prof = nullptr;
+                    CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
+                    CUDA_CHECK(cudaFree(dprof));
+                    double ph[kProf] = {0};
+                    for (int bk = 0; bk < p.G; bk++)
+                        for (int i = 0; i < kProf - 1; i++)
+                            ph[i] += (double)hprof[bk * kProf + i] / (double)hprof[bk * kProf + kProf - 1];
+                    const double u = 1e6 / clock_khz / p.G;
+                    printf("|   | ns/iteration: top %.0f, loads issued %.0f, copy wait %.0f, summary %.0f, finish %.0f, "
+                           "early issue %.0f, folds %.0f, barrier %.0f, tail %.0f; "
+                           "re-polling threads/iteration %.2f (clock %d MHz) |\n",
+                           ph[0] * u, ph[1] * u, ph[2] * u, ph[3] * u, ph[4] * u, ph[5] * u, ph[6] * u, ph[7] * u,
+                           ph[8] * u, ph[11] / p.G, clock_khz / 1000);
+                    fflush(stdout);
+                }
                 CUDA_CHECK(cudaEventDestroy(e0));
                 CUDA_CHECK(cudaEventDestroy(e1));
             }
