@@ -567,8 +567,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
     float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W) */
     float X = 0.0f;                 /* MODE 0: the state after this worker's last finished tile */
+    /* p.prof (MODE 0): thread 0 times, each iteration, a load of a word it
+     * stored (an L2 hit) and of an input element no copy has asked for yet
+     * (from DRAM), each until its value is used */
+    __shared__ volatile unsigned long long sink;
+    unsigned long long probe[4] = {0, 0, 0, 0}; /* L2 clocks, loads, DRAM clocks, loads */
+    unsigned long long *const pword = p.words + (size_t)blockIdx.x * 2 * W;
+    if (p.prof && tid == 0) st_word(pword, make_word(1.0f, p.tag));
     for (int64_t k = 0; k <= nk; k++) {
         const int64_t w = k - 1, cf = c0 + w * Gc; /* the window and chunk finished in this iteration */
+        if (p.prof && tid == 0 && k >= 2) {
+            unsigned long long t0 = clock64();
+            sink = ld_word(pword);
+            unsigned long long t1 = clock64();
+            probe[0] += t1 - t0;
+            probe[1]++;
+            const int64_t cp = c0 + (k + NS + 1) * Gc; /* a chunk not yet copied */
+            if (cp < NC) {
+                const int64_t row = cp * L + L / 2 < p.T ? cp * L + L / 2 : p.T - 1;
+                const float *q = p.a + row * p.H + r * W;
+                float v;
+                t0 = clock64();
+                asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(q) : "memory");
+                sink = __float_as_uint(v);
+                t1 = clock64();
+                probe[2] += t1 - t0;
+                probe[3]++;
+            }
+        }
         float4 hq[BWD ? S : 1];
         if constexpr (BWD)
             if (k >= 1) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
@@ -639,6 +665,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         aggB = nB;
     }
     if (tid == 0) bulk_wait_all();
+    if (p.prof && tid == 0)
+        for (int i = 0; i < 4; i++) p.prof[blockIdx.x * kProf + i] = probe[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1302,11 +1330,20 @@ int main(int argc, char **argv)
                                CFGT16(16, 3, 2, false),     PCFGT16(10, 5, 1, false, 0), PCFGT16(8, 6, 2, false, 0),
                                CFGT(9, 3, 0, true),         CFGT(9, 3, 2, true),         PCFGT(5, 5, 1, true, 0),
                                PCFGT(4, 6, 2, true, 0),     CFGT16(16, 3, 2, true)};
+    /* --probe: the round trips of an L2 hit and a DRAM load under the bound's copies */
+    const config probe_cfgs[] = {CFG(9, 3, 0, false), CFG(6, 4, 0, false), CFG(4, 6, 0, false), CFG(3, 7, 0, false),
+                                 CFG(9, 3, 0, true),  CFG(4, 6, 0, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"), profile = !strcmp(opt, "--prof"),
-               tma = !strcmp(opt, "--tma");
-    const config *cfgs = nowait ? nowait_cfgs : lag ? lag_cfgs : profile ? prof_cfgs : tma ? tma_cfgs : pipe_cfgs;
+               tma = !strcmp(opt, "--tma"), probing = !strcmp(opt, "--probe");
+    const config *cfgs = nowait    ? nowait_cfgs
+                         : lag     ? lag_cfgs
+                         : profile ? prof_cfgs
+                         : tma     ? tma_cfgs
+                         : probing ? probe_cfgs
+                                   : pipe_cfgs;
     const int ncfgs = nowait    ? 3
+                      : probing ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
                       : tma     ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
                       : lag     ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
                       : profile ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
@@ -1445,6 +1482,25 @@ int main(int argc, char **argv)
                        cf.mode == 6 ? "pipe" : cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
                        100.0 * bw / roof, err, (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
+                if (probing && cf.mode == 0) {
+                    unsigned long long *dprof, hprof[kProf * 132 * 4];
+                    const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
+                    if (p.G > 132 * 4) return 1;
+                    CUDA_CHECK(cudaMalloc(&dprof, pbytes));
+                    p.prof = dprof;
+                    bench_flush_before(s);
+                    launch();
+                    CUDA_CHECK(cudaStreamSynchronize(s));
+                    p.prof = nullptr;
+                    CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
+                    CUDA_CHECK(cudaFree(dprof));
+                    double c[4] = {0, 0, 0, 0};
+                    for (int bk = 0; bk < p.G; bk++)
+                        for (int i = 0; i < 4; i++) c[i] += (double)hprof[bk * kProf + i];
+                    printf("|   | round trips under the copies: L2 hit %.0f ns, DRAM %.0f ns (%.0f and %.0f loads) |\n",
+                           c[0] / c[1] * 1e6 / clock_khz, c[2] / c[3] * 1e6 / clock_khz, c[1], c[3]);
+                    fflush(stdout);
+                }
                 if ((profile || tma) && cf.mode == 6) { /* one launch with the phases' clocks */
                     unsigned long long *dprof, hprof[kProf * 132 * 4];
                     const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
