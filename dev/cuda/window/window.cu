@@ -180,32 +180,38 @@ __device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtens
     tma_2d(st + L * W, tb, r * W, (int)t0, m);
 }
 
-/* Four consecutive elements as floats, and back (streaming stores). */
-__device__ __forceinline__ float4 load4(const float *q) { return *reinterpret_cast<const float4 *>(q); }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16 *q)
+/* Four consecutive elements as floats, and back. A raw load (ldraw: as
+ * stored, streaming) is converted by to4 where it is used, so that its
+ * wait falls there and not at the load. */
+__device__ __forceinline__ float4 to4(float4 v) { return v; }
+__device__ __forceinline__ float4 to4(uint2 u)
 {
-    const uint2 u = *reinterpret_cast<const uint2 *>(q);
     const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
     const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.y));
     return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
-__device__ __forceinline__ float4 ldcs4(const float *q) { return __ldcs(reinterpret_cast<const float4 *>(q)); }
-__device__ __forceinline__ float4 ldcs4(const __nv_bfloat16 *q)
-{
-    const uint2 u = __ldcs(reinterpret_cast<const uint2 *>(q));
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
-}
-__device__ __forceinline__ void stcs4(float *q, float4 v) { __stcs(reinterpret_cast<float4 *>(q), v); }
-__device__ __forceinline__ void stcs4(__nv_bfloat16 *q, float4 v)
+__device__ __forceinline__ uint2 pack4(float4 v)
 {
     const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
     uint2 u;
     u.x = *reinterpret_cast<const unsigned *>(&lo);
     u.y = *reinterpret_cast<const unsigned *>(&hi);
-    __stcs(reinterpret_cast<uint2 *>(q), u);
+    return u;
 }
+template <typename Tst> struct raw4 {
+    using type = float4;
+};
+template <> struct raw4<__nv_bfloat16> {
+    using type = uint2;
+};
+__device__ __forceinline__ float4 load4(const float *q) { return *reinterpret_cast<const float4 *>(q); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16 *q) { return to4(*reinterpret_cast<const uint2 *>(q)); }
+__device__ __forceinline__ float4 ldraw(const float *q) { return __ldcs(reinterpret_cast<const float4 *>(q)); }
+__device__ __forceinline__ uint2 ldraw(const __nv_bfloat16 *q) { return __ldcs(reinterpret_cast<const uint2 *>(q)); }
+__device__ __forceinline__ void stcs4(float *q, float4 v) { __stcs(reinterpret_cast<float4 *>(q), v); }
+__device__ __forceinline__ void stcs4(__nv_bfloat16 *q, float4 v) { __stcs(reinterpret_cast<uint2 *>(q), pack4(v)); }
+__device__ __forceinline__ void put4(float *q, float4 v) { *reinterpret_cast<float4 *>(q) = v; }
+__device__ __forceinline__ void put4(__nv_bfloat16 *q, float4 v) { *reinterpret_cast<uint2 *>(q) = pack4(v); }
 
 /* The composition, in order, of the elements e0 <= e < e1 of a sequence of
  * published aggregates, column col: at(e, &single) gives element e's A word
@@ -321,10 +327,10 @@ __device__ __forceinline__ void tile_prefix(int tid, int warp, int tx, const flo
 }
 
 /* The backward's h_{t-1} for thread (ty, tx)'s steps of chunk c, loaded
- * ahead of the tile's finish. */
+ * raw ahead of the tile's finish. */
 template <typename Tst, int S, int L>
 __device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int64_t c, int r, int ty, int tx,
-                                           float4 (&hq)[S])
+                                           typename raw4<Tst>::type (&hq)[S])
 {
     int64_t t0;
     int nr;
@@ -333,15 +339,19 @@ __device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int6
     for (int s = 0; s < S; s++) {
         const int i = ty * S + s;
         const int64_t t = t0 + nr - 1 - i;
-        hq[s] = i < nr && t >= 1 ? ldcs4(hf + (t - 1) * p.H + r * W + tx * 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        hq[s] = i < nr && t >= 1 ? ldraw(hf + (t - 1) * p.H + r * W + tx * 4) : typename raw4<Tst>::type{};
     }
 }
 
 /* Thread (ty, tx)'s steps of chunk c, from the state st entering them:
- * re-run from the stage, h (backward: db, and da = db h_{t-1}) written. */
-template <typename Tst, int S, int L, bool BWD>
-__device__ __forceinline__ void tile_finish(const wparams &p, const Tst *sa, const Tst *sb, int64_t c, int r, int ty,
-                                            int tx, float (&st)[4], const float4 *hq, Tst *hout, Tst *dout)
+ * re-run from the stage, h written (the backward: db, and da = db h_{t-1}):
+ * to global memory by the threads, or with STAGE into the stage itself, h
+ * over b's rows (db over dh's, da over a's; row i of both boxes is time
+ * t0 + i), for a TMA store. */
+template <typename Tst, int S, int L, bool BWD, bool STAGE = false>
+__device__ __forceinline__ void tile_finish(const wparams &p, Tst *sa, Tst *sb, int64_t c, int r, int ty, int tx,
+                                            float (&st)[4], const typename raw4<Tst>::type *hq, Tst *hout,
+                                            Tst *dout)
 {
     int64_t t0;
     int nr;
@@ -356,11 +366,19 @@ __device__ __forceinline__ void tile_finish(const wparams &p, const Tst *sa, con
             st[1] = av.y * st[1] + bv.y;
             st[2] = av.z * st[2] + bv.z;
             st[3] = av.w * st[3] + bv.w;
-            const int64_t o = (t0 + row) * p.H + colo;
-            stcs4(hout + o, make_float4(st[0], st[1], st[2], st[3]));
+            const float4 h = make_float4(st[0], st[1], st[2], st[3]);
+            float4 d = h;
             if (BWD) {
-                const float4 q = hq[s];
-                stcs4(dout + o, make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
+                const float4 q = to4(hq[s]);
+                d = make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w);
+            }
+            const int64_t o = (t0 + row) * p.H + colo;
+            if (STAGE) {
+                put4(sb + row * W + tx * 4, h);
+                if (BWD) put4(sa + row * W + tx * 4, d);
+            } else {
+                stcs4(hout + o, h);
+                if (BWD) stcs4(dout + o, d);
             }
         }
     }
@@ -378,47 +396,13 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
-__device__ __forceinline__ void put4(float *q, float4 v) { *reinterpret_cast<float4 *>(q) = v; }
-__device__ __forceinline__ void put4(__nv_bfloat16 *q, float4 v)
-{
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    uint2 u;
-    u.x = *reinterpret_cast<const unsigned *>(&lo);
-    u.y = *reinterpret_cast<const unsigned *>(&hi);
-    *reinterpret_cast<uint2 *>(q) = u;
-}
-
-/* As tile_finish, the results written into the stage: h over b's rows (the
- * backward: db over dh's, da over a's, row i of both boxes time t0 + i). */
-template <typename Tst, int S, int L, bool BWD>
-__device__ __forceinline__ void tile_finish_stage(Tst *sa, Tst *sb, int nr, int ty, int tx, float (&st)[4],
-                                                  const float4 *hq)
-{
-#pragma unroll
-    for (int s = 0; s < S; s++) {
-        const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
-        if (i < nr) {
-            const float4 av = load4(sa + row * W + tx * 4), bv = load4(sb + row * W + tx * 4);
-            st[0] = av.x * st[0] + bv.x;
-            st[1] = av.y * st[1] + bv.y;
-            st[2] = av.z * st[2] + bv.z;
-            st[3] = av.w * st[3] + bv.w;
-            put4(sb + row * W + tx * 4, make_float4(st[0], st[1], st[2], st[3]));
-            if (BWD) {
-                const float4 q = hq[s];
-                put4(sa + row * W + tx * 4, make_float4(st[0] * q.x, st[1] * q.y, st[2] * q.z, st[3] * q.w));
-            }
-        }
-    }
-}
-
 /* Chunk c finished from the stage (sa, sb): a full tile with p.tstore in the
  * stage and stored by TMA (a block barrier inside; thread 0 commits the
  * stores), any other by the threads' own stores. */
 template <typename Tst, int S, int L, bool BWD>
 __device__ __forceinline__ void finish_chunk(const wparams &p, const CUtensorMap *th, const CUtensorMap *td, Tst *sa,
                                              Tst *sb, int64_t c, int r, int ty, int tx, int tid, float (&st)[4],
-                                             const float4 *hq, Tst *hout, Tst *dout)
+                                             const typename raw4<Tst>::type *hq, Tst *hout, Tst *dout)
 {
     int64_t t0;
     int nr;
@@ -427,7 +411,7 @@ __device__ __forceinline__ void finish_chunk(const wparams &p, const CUtensorMap
         tile_finish<Tst, S, L, BWD>(p, sa, sb, c, r, ty, tx, st, hq, hout, dout);
         return;
     }
-    tile_finish_stage<Tst, S, L, BWD>(sa, sb, nr, ty, tx, st, hq);
+    tile_finish<Tst, S, L, BWD, true>(p, sa, sb, c, r, ty, tx, st, hq, hout, dout);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     if (tid == 0) {
@@ -595,7 +579,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 probe[3]++;
             }
         }
-        float4 hq[BWD ? S : 1];
+        typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
             if (k >= 1) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
         if (MODE >= 2 && k >= 1) {
@@ -781,7 +765,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         words_in_flight<8> cw;
         if (lead) fold_issue<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, lf);
         if (k >= 2) fold_issue<8>(atC, part * m / 4, (part + 1) * m / 4, cw);
-        float4 hq[BWD ? S : 1];
+        typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
             if (k >= 2) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
 
@@ -1112,7 +1096,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             fast_issue<NB>(fc, wc, gstride, mstride, cw, qC);
         else
             slice_issue<NB>(lc, part * nc / 4, (part + 1) * nc / 4, cw);
-        float4 hq[BWD ? S : 1];
+        typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
             if (kf >= 0) hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
         mark(1);
