@@ -1014,7 +1014,7 @@ __device__ __forceinline__ void fast_complete(const fast_slice<NB> &f, const uns
     }
 }
 
-template <typename Tst, int S, int NS, int E, bool BWD>
+template <typename Tst, int S, int NS, int E, bool BWD, bool PROF = true>
 __global__ void __launch_bounds__(kThreads, 1)
     pwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
@@ -1045,10 +1045,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int v = 0; v < 4; v++) { eA[j][v] = 1.0f; eB[j][v] = 0.0f; }
     float X = 0.0f; /* threads < W: the state after window wc - 1 (h0 = 0) */
-    const bool prof = p.prof != nullptr && tid == 0;
-    unsigned long long pc[kProf] = {}, tp = clock64();
+    const bool prof = PROF && p.prof != nullptr && tid == 0; /* PROF: the counters compiled in */
+    unsigned long long pc[PROF ? kProf : 1] = {}, tp = PROF ? clock64() : 0;
     auto mark = [&](int i) {
-        if (prof) {
+        if (PROF && prof) {
             const unsigned long long t = clock64();
             pc[i] += t - tp;
             tp = t;
@@ -1148,7 +1148,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 fast_complete<NB>(fc, qC, p.tag, cw, sA, sB, polls);
             else
                 slice_complete<NB>(lc, part * nc / 4, (part + 1) * nc / 4, p.tag, cw, sA, sB, polls);
-            if (p.prof && polls) atomicAdd(&repolls, 1u);
+            if (PROF && p.prof && polls) atomicAdd(&repolls, 1u);
 #pragma unroll
             for (int s = 0; s < 3; s++) {
                 segA[s][part][col] = sA[s];
@@ -1192,10 +1192,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int v = 0; v < 4; v++) { eA[0][v] = pA[v]; eB[0][v] = pB[v]; }
     }
     if (tid == 0) bulk_wait_all();
-    if (p.prof) {
+    if (PROF && p.prof) {
         __syncthreads();
         if (tid == 0) {
-            for (int i = 0; i < kProf - 2; i++) p.prof[blockIdx.x * kProf + i] = pc[i];
+            for (int i = 0; i < kProf - 2; i++) p.prof[blockIdx.x * kProf + i] = pc[PROF ? i : 0];
             p.prof[blockIdx.x * kProf + kProf - 2] = repolls;
             p.prof[blockIdx.x * kProf + kProf - 1] = (unsigned long long)(nk + D);
         }
@@ -1222,7 +1222,8 @@ struct config {
     int early = 0;  /* pipelined: wparams.early */
     int tstore = 0; /* wparams.tstore */
     int nofold = 0; /* wparams.nofold */
-    int fast = 0;   /* wparams.fast */
+    int fast = 0;     /* wparams.fast */
+    int counters = 1; /* pipelined: built with the phase counters */
 };
 
 #define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<float, S, NS, M, B>, S, NS, M, B}
@@ -1237,6 +1238,7 @@ struct config {
 #define PCFGN(S, NS, E, B) {#S ":" #NS " E" #E " nofold", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 0, 0, 1}
 #define PCFGF(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 0, 0, 0, 1}
 #define PCFGF16(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 0, 0, 0, 1}
+#define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 
@@ -1304,9 +1306,10 @@ int main(int argc, char **argv)
     const config nowait_cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), CFG(9, 3, 3, false)};
     /* --prof: the pipelined kernel's phases, its copies issued late or early */
     const config prof_cfgs[] = {CFG(4, 6, 0, false),      PCFGN(5, 5, 1, false),    PCFG(5, 5, 1, false),
-                                PCFGF(5, 5, 1, false),    PCFGF(4, 6, 1, false),    PCFGF(4, 6, 2, false),
+                                PCFGF(5, 5, 1, false),    PCFGF0(5, 5, 1, false),   PCFGF(4, 6, 1, false),
+                                PCFGF(4, 6, 2, false),    PCFGF0(4, 6, 2, false),
                                 PCFGF16(10, 5, 1, false), PCFGF16(8, 6, 2, false),  PCFGF(5, 5, 1, true),
-                                PCFGF(4, 6, 2, true),     PCFGF16(10, 5, 1, true)};
+                                PCFGF(4, 6, 2, true),     PCFGF0(5, 5, 1, true),    PCFGF16(10, 5, 1, true)};
     /* --tma: full tiles' results stored from their stage by TMA */
     const config tma_cfgs[] = {CFGT(9, 3, 0, false),        CFGT(4, 6, 0, false),        CFGT(9, 3, 2, false),
                                CFGT(9, 3, 3, false),        PCFGT(4, 6, 1, false, 0),    PCFGT(5, 5, 1, false, 0),
@@ -1485,7 +1488,7 @@ int main(int argc, char **argv)
                            c[0] / c[1] * 1e6 / clock_khz, c[2] / c[3] * 1e6 / clock_khz, c[1], c[3]);
                     fflush(stdout);
                 }
-                if ((profile || tma) && cf.mode == 6) { /* one launch with the phases' clocks */
+                if ((profile || tma) && cf.mode == 6 && cf.counters) { /* one launch with the phases' clocks */
                     unsigned long long *dprof, hprof[kProf * 132 * 4];
                     const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
                     if (p.G > 132 * 4) return 1;
