@@ -1203,6 +1203,35 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* --probe's baseline: the window kernel's two round trips on an idle device */
+
+/* Thread 0 of each block, n times: a load of a word it stored (an L2 hit)
+ * and of a scattered element of a (after a flush: from DRAM), each timed
+ * until its value is used; clock sums into out[2 block], out[2 block + 1]. */
+__global__ void probe_idle_kernel(unsigned long long *words, const float *a, int64_t nelem, int n,
+                                  unsigned long long *out)
+{
+    __shared__ volatile unsigned long long sink;
+    if (threadIdx.x != 0) return;
+    unsigned long long *const w = words + (size_t)blockIdx.x * 2 * W;
+    st_word(w, 1ull);
+    unsigned long long l2 = 0, dram = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned long long t0 = clock64();
+        sink = ld_word(w);
+        unsigned long long t1 = clock64();
+        l2 += t1 - t0;
+        const float *q = a + ((int64_t)((int64_t)blockIdx.x * n + i) * 7919 * 64) % nelem;
+        float v;
+        t0 = clock64();
+        asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(q) : "memory");
+        sink = __float_as_uint(v);
+        t1 = clock64();
+        dram += t1 - t0;
+    }
+    out[2 * blockIdx.x] = l2;
+    out[2 * blockIdx.x + 1] = dram;
+}
 
 static uint64_t rng = 88172645463325252ull;
 static double urand(void)
@@ -1380,6 +1409,24 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
         CUDA_CHECK(cudaMemset(words, 0, nwords * 8));
         unsigned tag = 0;
+        if (probing) { /* the idle baseline */
+            const int reps = 64;
+            unsigned long long *dout_p, hout_p[2 * 132 * 4];
+            if (sms > 132 * 4) return 1;
+            CUDA_CHECK(cudaMalloc(&dout_p, (size_t)sms * 2 * sizeof(unsigned long long)));
+            bench_flush_before(s);
+            probe_idle_kernel<<<sms, 32, 0, s>>>(words, da, (int64_t)n, reps, dout_p);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(s));
+            CUDA_CHECK(cudaMemcpy(hout_p, dout_p, (size_t)sms * 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaFree(dout_p));
+            double c[2] = {0, 0};
+            for (int bk = 0; bk < sms; bk++)
+                for (int i = 0; i < 2; i++) c[i] += (double)hout_p[2 * bk + i];
+            printf("| %d | idle | round trips: L2 hit %.0f ns, DRAM %.0f ns |\n", H, c[0] / (sms * reps) * 1e6 / clock_khz,
+                   c[1] / (sms * reps) * 1e6 / clock_khz);
+            fflush(stdout);
+        }
         for (int dir = 0; dir < (nowait ? 1 : 2); dir++) {
             /* the reference: h (forward), or db and da (backward, dhT = 0, h0 = 0) */
             for (int c = 0; c < H; c++) {
