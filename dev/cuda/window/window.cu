@@ -2,7 +2,7 @@
  * window.cu - a few-chain scan that holds a window of tiles on chip and
  * resolves each tile's carry in the worker itself: a bound and a design
  * test for B*H = 64 and 256 at long T (B = 1, H a multiple of 64), forward
- * and backward, fp32 (and bf16 storage in the lag-2 kernel).
+ * and backward, fp32 (and bf16 storage in some configurations).
  *
  * A persistent grid, one block per SM (a cooperative launch). Worker j owns
  * chain r = j % R (R = H / 64: 64-column tiles) and the chunks c0 = j / R,
@@ -34,8 +34,11 @@
  *     the tile's reduce;
  *  6  pwindow_kernel: pipelined, every fold's words loaded at an
  *     iteration's start and completed at its end, each worker keeping the
- *     state after the previous window itself (see the kernel's comment).
- * Modes 2, 4 and 6 are checked against a serial double-precision
+ *     state after the previous window itself (see the kernel's comment);
+ *  8  cwindow_kernel: thread-block clusters, the blocks of a cluster
+ *     exchanging their aggregates through distributed shared memory and
+ *     only the clusters' totals going through L2, at a lag of two tiles.
+ * Modes 2, 4, 6 and 8 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
  * itself, and MODE 2's exchange by 64 threads of their own.)
@@ -50,12 +53,15 @@
  * Build (from the repository root):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
- * Run:   ./window [T [--lag | --nowait | --tma | --prof]]   (default 2^20;
- *        prints a table against the copy roofline, queued timing as
- *        prnn_bench_cuda's. Without an option: the pipelined kernel beside
+ * Run:   ./window [T [OPTION]], OPTION one of --lag, --nowait, --tma,
+ *        --prof, --probe, --cluster (T default 2^20). Prints a table
+ *        against the copy roofline, queued timing as prnn_bench_cuda's.
+ *        Without an option: the pipelined kernel beside
  *        the bound and the groups; --lag: lag one and two; --nowait: modes
  *        0, 2 and 3, forward; --tma: TMA stores; --prof: the pipelined
- *        kernel's phases, the no-fold control and the fast slices)
+ *        kernel's phases, the no-fold control and the fast slices;
+ *        --probe: an L2 hit's and a DRAM load's round trips, idle and
+ *        under the bound's copies; --cluster: the cluster exchange.
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -1203,6 +1209,213 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Clusters: one tree stage in distributed shared memory, one through L2     */
+/*
+ * Thread-block clusters of CS blocks; cluster cl serves chain r = cl % R at
+ * positions (cl / R) CS + rank of every window (Gc = (G / CS / R) CS
+ * positions). In iteration k a block reduces tile k and writes its
+ * aggregate (the identity when it has no tile k) into its own shared
+ * memory; after the cluster barrier its threads < W read the CS blocks'
+ * aggregates through distributed shared memory: the ranks below its own
+ * compose its prefix in the cluster (kept three iterations), all CS the
+ * cluster's total, which rank 0 publishes as tagged words. The totals of
+ * window w are loaded at the start of iteration w + 1 and composed in
+ * iteration w + 2 (more than an iteration later), each worker folding all
+ * of its chain's totals into its own state after the window (X), the
+ * clusters before its own into its tile's carry, and tile w finished
+ * then: a lag of two tiles, NS >= 4. Every block runs the same number of
+ * iterations, so that the cluster barriers match.
+ */
+__device__ __forceinline__ void cluster_sync_all()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Block q's copy of the shared-memory word at p, read through the cluster. */
+__device__ __forceinline__ float ld_cluster(const float *p, unsigned q)
+{
+    unsigned remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(saddr(p)), "r"(q));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
+constexpr int kClusterEl = 4; /* cluster totals a thread loads (4 parts: 16 clusters a chain) */
+
+template <typename Tst, int S, int NS, int CS, bool BWD>
+__global__ void __launch_bounds__(kThreads, 1)
+    cwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
+{
+    constexpr int L = TY * S;
+    static_assert(NS >= 4, "tiles k - 2, k - 1, k held and one in flight");
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
+    __shared__ uint64_t full[NS];
+    __shared__ float4 wgA[8][TX], wgB[8][TX];
+    __shared__ float aggS[2][2][W];          /* this block's tile aggregate, by iteration parity */
+    __shared__ float pqS[3][2][W];           /* the prefix in the cluster, by iteration mod 3 */
+    __shared__ float segA[2][4][W], segB[2][4][W], carry[W];
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
+    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
+    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
+    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
+    const int part = tid / W, col = tid % W;
+    const int R = p.R, cl = (int)blockIdx.x / CS, rank = (int)blockIdx.x % CS;
+    const int ncl = (int)gridDim.x / CS / R; /* clusters a chain */
+    const int r = cl % R, cc = cl / R, pos = cc * CS + rank, Gc = ncl * CS;
+    const int64_t NC = (p.T + L - 1) / L, NW = (NC + Gc - 1) / Gc;
+    const int64_t c0 = pos, nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int64_t k = 0; k < NS && k < nk; k++)
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, ring + (size_t)k * 2 * L * W, &full[k]);
+    }
+    __syncthreads();
+
+    /* this thread's cluster totals: clusters e0 .. e1 - 1 of its chain */
+    const int e0 = part * ncl / 4, e1 = (part + 1) * ncl / 4;
+    const int64_t wstride = (int64_t)ncl * R * 2 * W; /* a window's totals */
+    unsigned long long *const tot0 = p.gwords + (int64_t)r * 2 * W + col; /* window 0, cluster 0 */
+
+    float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) { eA[j][v] = 1.0f; eB[j][v] = 0.0f; }
+    float X = 0.0f; /* threads < W: the state after the windows composed so far (h0 = 0) */
+    unsigned long long wv[2][kClusterEl][2]; /* the totals in flight: [window parity][cluster][A, B] */
+
+    /* window w's totals of this thread's clusters loaded into wv[w & 1] */
+    auto issue = [&](int64_t w, unsigned long long (&v)[kClusterEl][2]) {
+#pragma unroll
+        for (int e = 0; e < kClusterEl; e++) {
+            v[e][0] = v[e][1] = 0ull;
+            if (e0 + e < e1) {
+                const unsigned long long *q = tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
+                v[e][0] = ld_word(q);
+                v[e][1] = ld_word(q + W);
+            }
+        }
+    };
+    /* ... and folded, per segment: clusters before this one (0), all (1) */
+    auto complete = [&](int64_t w, unsigned long long (&v)[kClusterEl][2]) {
+        for (;;) {
+            bool all = true;
+#pragma unroll
+            for (int e = 0; e < kClusterEl; e++) {
+                if (e0 + e >= e1) continue;
+                const unsigned long long *q = tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
+                if ((unsigned)(v[e][0] >> 32) != p.tag) v[e][0] = ld_word(q);
+                if ((unsigned)(v[e][1] >> 32) != p.tag) v[e][1] = ld_word(q + W);
+                all = all && (unsigned)(v[e][0] >> 32) == p.tag && (unsigned)(v[e][1] >> 32) == p.tag;
+            }
+            if (all) break;
+            __nanosleep(32);
+        }
+        float a0 = 1.0f, b0 = 0.0f, a1 = 1.0f, b1 = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kClusterEl; e++) {
+            if (e0 + e >= e1) continue;
+            const float qA = __uint_as_float((unsigned)v[e][0]), qB = __uint_as_float((unsigned)v[e][1]);
+            if (e0 + e < cc) { b0 = qA * b0 + qB; a0 = qA * a0; }
+            b1 = qA * b1 + qB;
+            a1 = qA * a1;
+        }
+        segA[0][part][col] = a0;
+        segB[0][part][col] = b0;
+        segA[1][part][col] = a1;
+        segB[1][part][col] = b1;
+    };
+
+    auto body = [&](int64_t k, unsigned long long (&vnew)[kClusterEl][2], unsigned long long (&vold)[kClusterEl][2]) {
+        const int64_t kf = k - 2; /* the tile finished */
+        if (k >= 1 && k - 1 < NW) issue(k - 1, vnew);
+        typename raw4<Tst>::type hq[BWD ? S : 1];
+        if constexpr (BWD)
+            if (kf >= 0 && kf < nk) hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
+        if (k < nk) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            float A[4], Bs[4], xA[4], xB[4];
+            tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
+            __syncthreads(); /* (1) the warp aggregates */
+            tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
+        }
+        if (tid < W) {
+            aggS[k & 1][0][tid] = nA;
+            aggS[k & 1][1][tid] = nB;
+        }
+        if (kf >= 0 && kf < nk) complete(kf, vold);
+        cluster_sync_all(); /* (2) the cluster's aggregates, the folds' parts */
+        if (tid < W) {
+            if (k < NW) { /* this cluster's prefix and total in window k */
+                float fa[CS], fb[CS];
+#pragma unroll
+                for (int q = 0; q < CS; q++) {
+                    fa[q] = ld_cluster(&aggS[k & 1][0][tid], (unsigned)q);
+                    fb[q] = ld_cluster(&aggS[k & 1][1][tid], (unsigned)q);
+                }
+                float a = 1.0f, b = 0.0f;
+#pragma unroll
+                for (int q = 0; q < CS; q++) {
+                    if (q == rank) {
+                        pqS[k % 3][0][tid] = a;
+                        pqS[k % 3][1][tid] = b;
+                    }
+                    b = fa[q] * b + fb[q];
+                    a = fa[q] * a;
+                }
+                if (rank == 0) publish_pair(tot0 - col + k * wstride + (int64_t)cc * R * 2 * W, tid, a, b, p.tag);
+            }
+            if (kf >= 0 && kf < nk) { /* tile kf's carry; the state after its window */
+                float a0 = 1.0f, x0 = X, x1 = X, a1 = 1.0f;
+                compose_parts(segA[0], segB[0], tid, a0, x0);
+                compose_parts(segA[1], segB[1], tid, a1, x1);
+                carry[tid] = pqS[kf % 3][0][tid] * x0 + pqS[kf % 3][1][tid];
+                X = x1;
+            }
+        }
+        __syncthreads(); /* (3) the carry */
+        if (kf >= 0 && kf < nk) {
+            float st[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, tid, st,
+                                         hq, hout, dout);
+        }
+        __syncthreads(); /* (4) stage kf and the carry read */
+        if (kf >= 0 && tid == 0 && kf + NS < nk) {
+            bulk_wait_read();
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+        }
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[1][v] = eA[0][v];
+            eB[1][v] = eB[0][v];
+            eA[0][v] = pA[v];
+            eB[0][v] = pB[v];
+        }
+    };
+    for (int64_t k = 0; k < NW + 2; k += 2) { /* two iterations a turn: the totals' buffers by parity */
+        body(k, wv[1], wv[0]);
+        if (k + 1 < NW + 2) body(k + 1, wv[0], wv[1]);
+    }
+    if (tid == 0) bulk_wait_all();
+    cluster_sync_all(); /* no block leaves while another may read its shared memory */
+}
+
+/* ------------------------------------------------------------------------ */
 /* --probe's baseline: the window kernel's two round trips on an idle device */
 
 /* Thread 0 of each block, n times: a load of a word it stored (an L2 hit)
@@ -1253,6 +1466,7 @@ struct config {
     int nofold = 0; /* wparams.nofold */
     int fast = 0;     /* wparams.fast */
     int counters = 1; /* pipelined: built with the phase counters */
+    int cs = 0;       /* clusters: blocks a cluster */
 };
 
 #define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<float, S, NS, M, B>, S, NS, M, B}
@@ -1268,6 +1482,8 @@ struct config {
 #define PCFGF(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 0, 0, 0, 1}
 #define PCFGF16(S, NS, E, B) {#S ":" #NS " E" #E " fast", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 0, 0, 0, 1}
 #define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
+#define CCFG(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<float, S, NS, CS, B>, S, NS, 8, B, 4, 0, 0, 0, 0, 1, CS}
+#define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 
@@ -1349,17 +1565,25 @@ int main(int argc, char **argv)
     /* --probe: the round trips of an L2 hit and a DRAM load under the bound's copies */
     const config probe_cfgs[] = {CFG(9, 3, 0, false), CFG(6, 4, 0, false), CFG(4, 6, 0, false), CFG(3, 7, 0, false),
                                  CFG(9, 3, 0, true),  CFG(4, 6, 0, true)};
+    /* --cluster: the exchange in clusters, lag 2 */
+    const config cluster_cfgs[] = {CFG(6, 4, 0, false),     CFG(9, 3, 2, false),      CCFG(6, 4, 8, false),
+                                   CCFG(5, 5, 8, false),    CCFG(6, 4, 16, false),    CCFG16(12, 4, 8, false),
+                                   CCFG16(10, 5, 8, false), CFG(9, 3, 2, true),       CCFG(6, 4, 8, true),
+                                   CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"), profile = !strcmp(opt, "--prof"),
-               tma = !strcmp(opt, "--tma"), probing = !strcmp(opt, "--probe");
+               tma = !strcmp(opt, "--tma"), probing = !strcmp(opt, "--probe"),
+               clusters = !strcmp(opt, "--cluster");
     const config *cfgs = nowait    ? nowait_cfgs
                          : lag     ? lag_cfgs
                          : profile ? prof_cfgs
                          : tma     ? tma_cfgs
                          : probing ? probe_cfgs
+                         : clusters ? cluster_cfgs
                                    : pipe_cfgs;
     const int ncfgs = nowait    ? 3
                       : probing ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
+                      : clusters ? (int)(sizeof cluster_cfgs / sizeof cluster_cfgs[0])
                       : tma     ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
                       : lag     ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
                       : profile ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
@@ -1464,7 +1688,39 @@ int main(int argc, char **argv)
                     printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd", cf.name, cf.mode);
                     continue;
                 }
-                const int G = (sms / R) * R, Gc = G / R;
+                int G = (sms / R) * R;
+                cudaLaunchConfig_t lcfg = {};
+                cudaLaunchAttribute lattr[2];
+                if (cf.mode == 8) { /* a grid of co-resident clusters, a multiple of R of them */
+                    if (cf.cs > 8)
+                        CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                    lcfg.blockDim = dim3(kThreads);
+                    lcfg.dynamicSmemBytes = smem;
+                    lcfg.stream = s;
+                    lattr[0].id = cudaLaunchAttributeClusterDimension;
+                    lattr[0].val.clusterDim.x = (unsigned)cf.cs;
+                    lattr[0].val.clusterDim.y = lattr[0].val.clusterDim.z = 1;
+                    lattr[1].id = cudaLaunchAttributeCooperative;
+                    lattr[1].val.cooperative = 1;
+                    lcfg.attrs = lattr;
+                    lcfg.numAttrs = 1;
+                    lcfg.gridDim = dim3((unsigned)(sms / cf.cs * cf.cs));
+                    int ncl = 0;
+                    if (cudaOccupancyMaxActiveClusters(&ncl, (void *)cf.kernel, &lcfg) != cudaSuccess || ncl / R < 1) {
+                        (void)cudaGetLastError();
+                        printf("| %d | %s | %s | clusters: none fit |\n", H, dir ? "bwd" : "fwd", cf.name);
+                        continue;
+                    }
+                    G = ncl / R * R * cf.cs;
+                    if (ncl / R > 4 * kClusterEl) { /* more totals a thread than it holds */
+                        printf("| %d | %s | %s | clusters: %d a chain, more than %d |\n", H, dir ? "bwd" : "fwd",
+                               cf.name, ncl / R, 4 * kClusterEl);
+                        continue;
+                    }
+                    lcfg.gridDim = dim3((unsigned)G);
+                    lcfg.numAttrs = 2;
+                }
+                const int Gc = G / R;
                 int g = 1;
                 while (g * g < Gc) g++;
                 wparams p = {da, db, b16 ? (float *)dout16 : dout, b16 ? (const float *)dhf16 : dhf,
@@ -1473,6 +1729,16 @@ int main(int argc, char **argv)
                 auto launch = [&]() {
                     p.tag = ++tag;
                     void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
+                    if (cf.mode == 8) { /* cooperative if the driver takes it with clusters */
+                        if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess && lcfg.numAttrs == 2) {
+                            (void)cudaGetLastError();
+                            lcfg.numAttrs = 1;
+                            printf("|   | (clusters: the cooperative launch refused; %d blocks launched without it) |\n", G);
+                            CUDA_CHECK(cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args));
+                        }
+                        CUDA_CHECK(cudaGetLastError());
+                        return;
+                    }
                     CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args, smem, s));
                 };
                 CUDA_CHECK(cudaMemsetAsync(p.h, 0, n * cf.es, s));
@@ -1513,7 +1779,7 @@ int main(int argc, char **argv)
                 const double t = bench_median(ms, 20) * 1e-3,
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 6 ? "pipe" : cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
+                       cf.mode == 8 ? "cluster" : cf.mode == 6 ? "pipe" : cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
                        100.0 * bw / roof, err, (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
                 if (probing && cf.mode == 0) {
