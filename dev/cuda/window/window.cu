@@ -73,11 +73,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "check.h"
-#include "bench_cuda.h"
+
+#include "bench_cuda.h" /* after check.h */
 
 constexpr int kThreads = 256, TX = 16, TY = 16, W = 64; /* float4 column threads, time threads */
-constexpr int kProf = 13; /* pipelined profile: 9 phases' clocks (two spare), a word's round trip, re-polling threads, iterations */
+constexpr int kProf = 13; /* pipelined profile: 9 phases' clocks (two spare), a word's round trip,
+                             re-polling threads, iterations */
 
 struct wparams {
     const float *a, *b; /* backward: a and dh */
@@ -86,19 +90,22 @@ struct wparams {
     float *hd;          /* backward: da */
     int64_t T;
     int H, R, G;
-    unsigned long long *words; /* (chunks * R, 2, W): per tile its A and B words */
+    unsigned long long *words;  /* (chunks * R, 2, W): per tile its A and B words */
     unsigned long long *gwords; /* MODE 2: (windows * ng * R, 2, W) group aggregates */
     unsigned long long *pwords; /* MODE 2: (windows * R, W) state after a window's last tile */
-    int g, ng;                 /* MODE 2: positions a group, groups a window */
-    unsigned tag;              /* this launch's tag, never 0 */
-    int early;                 /* pipelined: a freed stage's copy issued before the folds complete */
-    int tstore;                /* full tiles' results written into their stage and stored by TMA */
-    int nofold;                /* pipelined: no words loaded, the carry the worker's own state (wrong) */
-    int fast;                  /* pipelined: the full windows' slices' addresses computed once */
-    unsigned long long *prof;  /* pipelined: per block kProf clock sums (null: none) */
+    int g, ng;                  /* MODE 2: positions a group, groups a window */
+    unsigned tag;               /* this launch's tag, never 0 */
+    int early;  /* pipelined: a freed stage's copy issued before the folds complete */
+    int tstore; /* full tiles' results written into their stage and stored by TMA */
+    int nofold; /* pipelined: no words loaded, the carry the worker's own state (wrong) */
+    int fast;   /* pipelined: the full windows' slices' addresses computed once */
+    unsigned long long *prof; /* pipelined: per block kProf clock sums (null: none) */
 };
 
-__device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t saddr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 __device__ __forceinline__ void mbar_init(uint64_t *m, unsigned n)
 {
@@ -164,8 +171,8 @@ __device__ __forceinline__ void chunk_rows(const wparams &p, int64_t c, int64_t 
 
 __device__ __forceinline__ void tma_2d(void *dst, const CUtensorMap *map, int x, int y, uint64_t *m)
 {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-                     saddr(dst)),
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];" ::"r"(saddr(dst)),
                  "l"(map), "r"(x), "r"(y), "r"(saddr(m))
                  : "memory");
 }
@@ -175,8 +182,8 @@ __device__ __forceinline__ void tma_2d(void *dst, const CUtensorMap *map, int x,
  * t0 + i + 1, the coefficient of its step t0 + i; rows past T - 1 come as
  * zeros). Tensor maps of boxes W x L over [T, H]. */
 template <int L, bool BWD, typename Tst>
-__device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb, int r, int64_t c,
-                           Tst *st, uint64_t *m)
+__device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb, int r,
+                           int64_t c, Tst *st, uint64_t *m)
 {
     int64_t t0;
     int nb;
@@ -189,7 +196,10 @@ __device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtens
 /* Four consecutive elements as floats, and back. A raw load (ldraw: as
  * stored, streaming) is converted by to4 where it is used, so that its
  * wait falls there and not at the load. */
-__device__ __forceinline__ float4 to4(float4 v) { return v; }
+__device__ __forceinline__ float4 to4(float4 v)
+{
+    return v;
+}
 __device__ __forceinline__ float4 to4(uint2 u)
 {
     const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u.x));
@@ -210,21 +220,46 @@ template <typename Tst> struct raw4 {
 template <> struct raw4<__nv_bfloat16> {
     using type = uint2;
 };
-__device__ __forceinline__ float4 load4(const float *q) { return *reinterpret_cast<const float4 *>(q); }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16 *q) { return to4(*reinterpret_cast<const uint2 *>(q)); }
-__device__ __forceinline__ float4 ldraw(const float *q) { return __ldcs(reinterpret_cast<const float4 *>(q)); }
-__device__ __forceinline__ uint2 ldraw(const __nv_bfloat16 *q) { return __ldcs(reinterpret_cast<const uint2 *>(q)); }
-__device__ __forceinline__ void stcs4(float *q, float4 v) { __stcs(reinterpret_cast<float4 *>(q), v); }
-__device__ __forceinline__ void stcs4(__nv_bfloat16 *q, float4 v) { __stcs(reinterpret_cast<uint2 *>(q), pack4(v)); }
-__device__ __forceinline__ void put4(float *q, float4 v) { *reinterpret_cast<float4 *>(q) = v; }
-__device__ __forceinline__ void put4(__nv_bfloat16 *q, float4 v) { *reinterpret_cast<uint2 *>(q) = pack4(v); }
+__device__ __forceinline__ float4 load4(const float *q)
+{
+    return *reinterpret_cast<const float4 *>(q);
+}
+__device__ __forceinline__ float4 load4(const __nv_bfloat16 *q)
+{
+    return to4(*reinterpret_cast<const uint2 *>(q));
+}
+__device__ __forceinline__ float4 ldraw(const float *q)
+{
+    return __ldcs(reinterpret_cast<const float4 *>(q));
+}
+__device__ __forceinline__ uint2 ldraw(const __nv_bfloat16 *q)
+{
+    return __ldcs(reinterpret_cast<const uint2 *>(q));
+}
+__device__ __forceinline__ void stcs4(float *q, float4 v)
+{
+    __stcs(reinterpret_cast<float4 *>(q), v);
+}
+__device__ __forceinline__ void stcs4(__nv_bfloat16 *q, float4 v)
+{
+    __stcs(reinterpret_cast<uint2 *>(q), pack4(v));
+}
+__device__ __forceinline__ void put4(float *q, float4 v)
+{
+    *reinterpret_cast<float4 *>(q) = v;
+}
+__device__ __forceinline__ void put4(__nv_bfloat16 *q, float4 v)
+{
+    *reinterpret_cast<uint2 *>(q) = pack4(v);
+}
 
 /* The composition, in order, of the elements e0 <= e < e1 of a sequence of
  * published aggregates, column col: at(e, &single) gives element e's A word
  * (its B word W further on), or with single set a state word (A = 0, B =
  * the state). Loads NB elements at once and polls those not out yet. */
 template <int NB, typename At, bool WAIT = true>
-__device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, float &fA, float &fB)
+__device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, float &fA,
+                                           float &fB)
 {
     fA = 1.0f;
     fB = 0.0f;
@@ -240,22 +275,29 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
             bool all = true;
 #pragma unroll
             for (int e = 0; e < NB; e++) {
-                if (ib + e >= e1) continue;
+                if (ib + e >= e1)
+                    continue;
                 bool single;
                 const unsigned long long *q = at(ib + e, &single);
                 one[e] = single;
-                if ((unsigned)(va[e] >> 32) != tag) va[e] = ld_word(q);
-                if (!single && (unsigned)(vb[e] >> 32) != tag) vb[e] = ld_word(q + W);
-                all = all && (unsigned)(va[e] >> 32) == tag && (single || (unsigned)(vb[e] >> 32) == tag);
+                if ((unsigned)(va[e] >> 32) != tag)
+                    va[e] = ld_word(q);
+                if (!single && (unsigned)(vb[e] >> 32) != tag)
+                    vb[e] = ld_word(q + W);
+                all = all && (unsigned)(va[e] >> 32) == tag &&
+                      (single || (unsigned)(vb[e] >> 32) == tag);
             }
-            if (all || !WAIT) break;
+            if (all || !WAIT)
+                break;
             __nanosleep(32);
         }
 #pragma unroll
         for (int e = 0; e < NB; e++) {
-            if (ib + e >= e1) continue;
+            if (ib + e >= e1)
+                continue;
             const float qA = one[e] ? 0.0f : __uint_as_float((unsigned)va[e]);
-            const float qB = one[e] ? __uint_as_float((unsigned)va[e]) : __uint_as_float((unsigned)vb[e]);
+            const float qB =
+                one[e] ? __uint_as_float((unsigned)va[e]) : __uint_as_float((unsigned)vb[e]);
             fB = qA * fB + qB;
             fA = qA * fA;
         }
@@ -272,7 +314,10 @@ __device__ __forceinline__ void tile_summary(const Tst *sa, const Tst *sb, int n
                                              float (&A)[4], float (&Bs)[4])
 {
 #pragma unroll
-    for (int v = 0; v < 4; v++) { A[v] = 1.0f; Bs[v] = 0.0f; }
+    for (int v = 0; v < 4; v++) {
+        A[v] = 1.0f;
+        Bs[v] = 0.0f;
+    }
 #pragma unroll
     for (int s = 0; s < S; s++) {
         const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
@@ -280,7 +325,10 @@ __device__ __forceinline__ void tile_summary(const Tst *sa, const Tst *sb, int n
             const float4 av = load4(sa + row * W + tx * 4), bv = load4(sb + row * W + tx * 4);
             const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
 #pragma unroll
-            for (int v = 0; v < 4; v++) { Bs[v] = a4[v] * Bs[v] + b4[v]; A[v] = a4[v] * A[v]; }
+            for (int v = 0; v < 4; v++) {
+                Bs[v] = a4[v] * Bs[v] + b4[v];
+                A[v] = a4[v] * A[v];
+            }
         }
     }
 }
@@ -288,13 +336,15 @@ __device__ __forceinline__ void tile_summary(const Tst *sa, const Tst *sb, int n
 /* The warp's two time rows (lanes 16..31 compose lanes 0..15): this
  * thread's exclusive prefix within the warp (xA, xB), and the warp's
  * inclusive aggregate into wg (read after a barrier by warp_prefix). */
-__device__ __forceinline__ void warp_rows(const float (&A)[4], const float (&Bs)[4], int lane, int warp, int tx,
-                                          float4 (*wgA)[TX], float4 (*wgB)[TX], float (&xA)[4], float (&xB)[4])
+__device__ __forceinline__ void warp_rows(const float (&A)[4], const float (&Bs)[4], int lane,
+                                          int warp, int tx, float4 (*wgA)[TX], float4 (*wgB)[TX],
+                                          float (&xA)[4], float (&xB)[4])
 {
     float iA[4], iB[4];
 #pragma unroll
     for (int v = 0; v < 4; v++) {
-        const float qA = __shfl_up_sync(0xffffffffu, A[v], 16), qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+        const float qA = __shfl_up_sync(0xffffffffu, A[v], 16),
+                    qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
         xA[v] = lane >= 16 ? qA : 1.0f;
         xB[v] = lane >= 16 ? qB : 0.0f;
         iB[v] = A[v] * xB[v] + Bs[v];
@@ -309,18 +359,25 @@ __device__ __forceinline__ void warp_rows(const float (&A)[4], const float (&Bs)
 /* After the barrier: this thread's exclusive prefix in the tile (pA, pB)
  * and (threads < W, column tid) the tile's aggregate (nA, nB). */
 __device__ __forceinline__ void tile_prefix(int tid, int warp, int tx, const float4 (*wgA)[TX],
-                                            const float4 (*wgB)[TX], const float (&xA)[4], const float (&xB)[4],
-                                            float (&pA)[4], float (&pB)[4], float &nA, float &nB)
+                                            const float4 (*wgB)[TX], const float (&xA)[4],
+                                            const float (&xB)[4], float (&pA)[4], float (&pB)[4],
+                                            float &nA, float &nB)
 {
     float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int w = 0; w < warp; w++) {
         const float4 qa = wgA[w][tx], qb = wgB[w][tx];
         const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
-        for (int v = 0; v < 4; v++) { wB[v] = qA[v] * wB[v] + qB[v]; wA[v] = qA[v] * wA[v]; }
+        for (int v = 0; v < 4; v++) {
+            wB[v] = qA[v] * wB[v] + qB[v];
+            wA[v] = qA[v] * wA[v];
+        }
     }
 #pragma unroll
-    for (int v = 0; v < 4; v++) { pB[v] = xA[v] * wB[v] + xB[v]; pA[v] = xA[v] * wA[v]; }
+    for (int v = 0; v < 4; v++) {
+        pB[v] = xA[v] * wB[v] + xB[v];
+        pA[v] = xA[v] * wA[v];
+    }
     nA = 1.0f;
     nB = 0.0f;
     if (tid < W)
@@ -335,8 +392,8 @@ __device__ __forceinline__ void tile_prefix(int tid, int warp, int tx, const flo
 /* The backward's h_{t-1} for thread (ty, tx)'s steps of chunk c, loaded
  * raw ahead of the tile's finish. */
 template <typename Tst, int S, int L>
-__device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int64_t c, int r, int ty, int tx,
-                                           typename raw4<Tst>::type (&hq)[S])
+__device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int64_t c, int r,
+                                           int ty, int tx, typename raw4<Tst>::type (&hq)[S])
 {
     int64_t t0;
     int nr;
@@ -345,7 +402,8 @@ __device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int6
     for (int s = 0; s < S; s++) {
         const int i = ty * S + s;
         const int64_t t = t0 + nr - 1 - i;
-        hq[s] = i < nr && t >= 1 ? ldraw(hf + (t - 1) * p.H + r * W + tx * 4) : typename raw4<Tst>::type{};
+        hq[s] = i < nr && t >= 1 ? ldraw(hf + (t - 1) * p.H + r * W + tx * 4)
+                                 : typename raw4<Tst>::type{};
     }
 }
 
@@ -355,9 +413,9 @@ __device__ __forceinline__ void hprev_load(const wparams &p, const Tst *hf, int6
  * over b's rows (db over dh's, da over a's; row i of both boxes is time
  * t0 + i), for a TMA store. */
 template <typename Tst, int S, int L, bool BWD, bool STAGE = false>
-__device__ __forceinline__ void tile_finish(const wparams &p, Tst *sa, Tst *sb, int64_t c, int r, int ty, int tx,
-                                            float (&st)[4], const typename raw4<Tst>::type *hq, Tst *hout,
-                                            Tst *dout)
+__device__ __forceinline__ void
+tile_finish(const wparams &p, Tst *sa, Tst *sb, int64_t c, int r, int ty, int tx, float (&st)[4],
+            const typename raw4<Tst>::type *hq, Tst *hout, Tst *dout)
 {
     int64_t t0;
     int nr;
@@ -381,10 +439,12 @@ __device__ __forceinline__ void tile_finish(const wparams &p, Tst *sa, Tst *sb, 
             const int64_t o = (t0 + row) * p.H + colo;
             if (STAGE) {
                 put4(sb + row * W + tx * 4, h);
-                if (BWD) put4(sa + row * W + tx * 4, d);
+                if (BWD)
+                    put4(sa + row * W + tx * 4, d);
             } else {
                 stcs4(hout + o, h);
-                if (BWD) stcs4(dout + o, d);
+                if (BWD)
+                    stcs4(dout + o, d);
             }
         }
     }
@@ -394,21 +454,32 @@ __device__ __forceinline__ void tile_finish(const wparams &p, Tst *sa, Tst *sb, 
  * the stores have read shared memory, or until they are done. */
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, int x, int y, const void *src)
 {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(x),
-                 "r"(y), "r"(saddr(src))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),
+        "r"(x), "r"(y), "r"(saddr(src))
+        : "memory");
 }
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
 
 /* Chunk c finished from the stage (sa, sb): a full tile with p.tstore in the
  * stage and stored by TMA (a block barrier inside; thread 0 commits the
  * stores), any other by the threads' own stores. */
 template <typename Tst, int S, int L, bool BWD>
-__device__ __forceinline__ void finish_chunk(const wparams &p, const CUtensorMap *th, const CUtensorMap *td, Tst *sa,
-                                             Tst *sb, int64_t c, int r, int ty, int tx, int tid, float (&st)[4],
-                                             const typename raw4<Tst>::type *hq, Tst *hout, Tst *dout)
+__device__ __forceinline__ void
+finish_chunk(const wparams &p, const CUtensorMap *th, const CUtensorMap *td, Tst *sa, Tst *sb,
+             int64_t c, int r, int ty, int tx, int tid, float (&st)[4],
+             const typename raw4<Tst>::type *hq, Tst *hout, Tst *dout)
 {
     int64_t t0;
     int nr;
@@ -422,7 +493,8 @@ __device__ __forceinline__ void finish_chunk(const wparams &p, const CUtensorMap
     __syncthreads();
     if (tid == 0) {
         tma_store_2d(th, r * W, (int)t0, sb);
-        if (BWD) tma_store_2d(td, r * W, (int)t0, sa);
+        if (BWD)
+            tma_store_2d(td, r * W, (int)t0, sa);
         bulk_commit();
     }
 }
@@ -439,9 +511,11 @@ struct carry_words {
     __device__ const unsigned long long *operator()(int e, bool *single) const
     {
         *single = hasP && e == 0;
-        if (*single) return p->pwords + ((w - 1) * R + r) * W + col;
+        if (*single)
+            return p->pwords + ((w - 1) * R + r) * W + col;
         const int e2 = e - hasP;
-        if (e2 < grp) return p->gwords + ((w * p->ng + e2) * R + r) * 2 * W + col;
+        if (e2 < grp)
+            return p->gwords + ((w * p->ng + e2) * R + r) * 2 * W + col;
         return p->words + ((w * Gc + grp * p->g + (e2 - grp)) * R + r) * 2 * W + col;
     }
 };
@@ -462,20 +536,27 @@ __device__ __forceinline__ int group_size(const wparams &p, int64_t w, int Gc, i
 {
     const int64_t first = w * Gc + grp * p.g;
     int gsz = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g;
-    if (NC - first < gsz) gsz = (int)(NC - first);
+    if (NC - first < gsz)
+        gsz = (int)(NC - first);
     return gsz;
+}
+
+/* wparams' float pointers as the storage type they carry. */
+template <typename Tst, typename P> __device__ __forceinline__ Tst *as_storage(P *q)
+{
+    using V = typename std::conditional<std::is_const<Tst>::value, const void, void>::type;
+    return static_cast<Tst *>(static_cast<V *>(q));
 }
 
 /* A worker's place: its threads' roles, its chain and its chunks. */
 struct worker {
-    int tid, tx, ty, warp, lane;   /* thread (ty, tx): 4 columns of 16 time rows' steps */
-    int R, Gc, r, pos, grp;        /* chain r, position pos (group grp) in every window */
-    int part, col;                 /* a fold's part and column */
-    int64_t c0, NC, nk;            /* first chunk, chunks a chain, tiles of this worker */
+    int tid, tx, ty, warp, lane; /* thread (ty, tx): 4 columns of 16 time rows' steps */
+    int R, Gc, r, pos, grp;      /* chain r, position pos (group grp) in every window */
+    int part, col;               /* a fold's part and column */
+    int64_t c0, NC, nk;          /* first chunk, chunks a chain, tiles of this worker */
 };
 
-template <int L>
-__device__ __forceinline__ worker worker_at(const wparams &p)
+template <int L> __device__ __forceinline__ worker worker_at(const wparams &p)
 {
     worker w;
     w.tid = threadIdx.x;
@@ -499,27 +580,32 @@ __device__ __forceinline__ worker worker_at(const wparams &p)
 /* The stages' mbarriers set up and the first NS tiles' copies issued;
  * block-wide. */
 template <int L, int NS, bool BWD, typename Tst>
-__device__ __forceinline__ void ring_start(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb,
-                                           const worker &w, Tst *ring, uint64_t *full)
+__device__ __forceinline__ void ring_start(const wparams &p, const CUtensorMap *ta,
+                                           const CUtensorMap *tb, const worker &w, Tst *ring,
+                                           uint64_t *full)
 {
     if (w.tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
+        for (int s = 0; s < NS; s++)
+            mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (int64_t k = 0; k < NS && k < w.nk; k++)
-            issue_tile<L, BWD>(p, ta, tb, w.r, w.c0 + k * w.Gc, ring + (size_t)k * 2 * L * W, &full[k]);
+            issue_tile<L, BWD>(p, ta, tb, w.r, w.c0 + k * w.Gc, ring + (size_t)k * 2 * L * W,
+                               &full[k]);
     }
     __syncthreads();
 }
 
 /* Column c's (A, B) as tagged words at dst + c and dst + W + c. */
-__device__ __forceinline__ void publish_pair(unsigned long long *dst, int c, float a, float b, unsigned tag)
+__device__ __forceinline__ void publish_pair(unsigned long long *dst, int c, float a, float b,
+                                             unsigned tag)
 {
     st_word(dst + c, make_word(a, tag));
     st_word(dst + W + c, make_word(b, tag));
 }
 
 /* The four parts of column c's fold composed in order onto (a, b). */
-__device__ __forceinline__ void compose_parts(const float (*pa)[W], const float (*pb)[W], int c, float &a, float &b)
+__device__ __forceinline__ void compose_parts(const float (*pa)[W], const float (*pb)[W], int c,
+                                              float &a, float &b)
 {
     for (int q = 0; q < 4; q++) {
         b = pa[q][c] * b + pb[q][c];
@@ -544,28 +630,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     __shared__ float4 wgA[8][TX], wgB[8][TX];
     __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
-    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
-    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
-    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const Tst *const hf = as_storage<const Tst>(p.hf);
+    Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
     const worker wk = worker_at<L>(p);
     const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
-    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part,
+              col = wk.col;
     const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
 
-    float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
-    float aggA = 1.0f, aggB = 0.0f; /* tile k - 1's aggregate (threads < W) */
-    float X = 0.0f;                 /* MODE 0: the state after this worker's last finished tile */
+    float eA[4] = {1.0f, 1.0f, 1.0f, 1.0f},
+          eB[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* tile k - 1's prefixes */
+    float aggA = 1.0f, aggB = 0.0f;         /* tile k - 1's aggregate (threads < W) */
+    float X = 0.0f; /* MODE 0: the state after this worker's last finished tile */
     /* p.prof (MODE 0): thread 0 times, each iteration, a load of a word it
      * stored (an L2 hit) and of an input element no copy has asked for yet
      * (from DRAM), each until its value is used */
     __shared__ volatile unsigned long long sink;
     unsigned long long probe[4] = {0, 0, 0, 0}; /* L2 clocks, loads, DRAM clocks, loads */
     unsigned long long *const pword = p.words + (size_t)blockIdx.x * 2 * W;
-    if (p.prof && tid == 0) st_word(pword, make_word(1.0f, p.tag));
+    if (p.prof && tid == 0)
+        st_word(pword, make_word(1.0f, p.tag));
     for (int64_t k = 0; k <= nk; k++) {
-        const int64_t w = k - 1, cf = c0 + w * Gc; /* the window and chunk finished in this iteration */
+        const int64_t w = k - 1,
+                      cf = c0 + w * Gc; /* the window and chunk finished in this iteration */
         if (p.prof && tid == 0 && k >= 2) {
             unsigned long long t0 = clock64();
             sink = ld_word(pword);
@@ -587,14 +676,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
-            if (k >= 1) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
+            if (k >= 1)
+                hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
         if (MODE >= 2 && k >= 1) {
             /* this iteration's leader folds its group's aggregates of window w */
             const int gsz = group_size(p, w, Gc, grp, NC);
             if (pos - grp * p.g == (int)(k % gsz)) {
                 const group_words at{&p, w * Gc + grp * p.g, R, r, col};
                 float fA, fB;
-                fold_words<4, group_words, MODE == 2>(at, part * gsz / 4, (part + 1) * gsz / 4, p.tag, fA, fB);
+                fold_words<4, group_words, MODE == 2>(at, part * gsz / 4, (part + 1) * gsz / 4,
+                                                      p.tag, fA, fB);
                 gpA[part][col] = fA;
                 gpB[part][col] = fB;
                 __syncthreads();
@@ -605,7 +696,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f,
+              nB = 0.0f;
         if (k < nk) {
             int64_t t0;
             int nr;
@@ -616,47 +708,59 @@ __global__ void __launch_bounds__(kThreads, 1)
             warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
             __syncthreads();
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (MODE >= 2 && tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+            if (MODE >= 2 && tid < W)
+                publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
         }
         if (MODE >= 2 && k >= 1) {
             /* tile k - 1's carry: its words folded in four parts */
             const carry_words at{&p, w, R, r, Gc, pos, grp, col, w > 0};
             const int m = at.count();
             float fA, fB;
-            fold_words<8, carry_words, MODE == 2>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA, fB);
+            fold_words<8, carry_words, MODE == 2>(at, part * m / 4, (part + 1) * m / 4, p.tag, fA,
+                                                  fB);
             partA[part][col] = fA;
             partB[part][col] = fB;
         }
         __syncthreads(); /* the warp aggregates read; the carry's parts */
         if (k >= 1) {
             if (tid < W) {
-                float x = MODE >= 2 ? 0.0f : X, unused = 1.0f; /* MODE 2: h0, the state after window w - 1 leads */
-                if (MODE >= 2) compose_parts(partA, partB, tid, unused, x);
+                float x = MODE >= 2 ? 0.0f : X,
+                      unused = 1.0f; /* MODE 2: h0, the state after window w - 1 leads */
+                if (MODE >= 2)
+                    compose_parts(partA, partB, tid, unused, x);
                 carry[tid] = x;
                 X = aggA * x + aggB;
-                if (MODE >= 2 && pos == Gc - 1) st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
+                if (MODE >= 2 && pos == Gc - 1)
+                    st_word(p.pwords + (w * R + r) * W + tid, make_word(X, p.tag));
             }
             __syncthreads();
             float st[4];
 #pragma unroll
-            for (int v = 0; v < 4; v++) st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
-            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(k - 1), stage(k - 1) + L * W, cf, r, ty, tx, tid, st, hq,
-                                         hout, dout);
+            for (int v = 0; v < 4; v++)
+                st[v] = eA[v] * carry[tx * 4 + v] + eB[v];
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(k - 1), stage(k - 1) + L * W, cf, r, ty,
+                                         tx, tid, st, hq, hout, dout);
         }
         __syncthreads(); /* stage k - 1 and the carry read */
         if (k >= 1 && tid == 0 && k - 1 + NS < nk) {
             bulk_wait_read();
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS), &full[(k - 1 + NS) % NS]);
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 1 + NS) * Gc, stage(k - 1 + NS),
+                               &full[(k - 1 + NS) % NS]);
         }
 #pragma unroll
-        for (int v = 0; v < 4; v++) { eA[v] = pA[v]; eB[v] = pB[v]; }
+        for (int v = 0; v < 4; v++) {
+            eA[v] = pA[v];
+            eB[v] = pB[v];
+        }
         aggA = nA;
         aggB = nB;
     }
-    if (tid == 0) bulk_wait_all();
+    if (tid == 0)
+        bulk_wait_all();
     if (p.prof && tid == 0)
-        for (int i = 0; i < 4; i++) p.prof[blockIdx.x * kProf + i] = probe[i];
+        for (int i = 0; i < 4; i++)
+            p.prof[blockIdx.x * kProf + i] = probe[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -670,8 +774,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * summary, so their L2 round trip overlaps it; the parts meet in the tile
  * scan's barrier. NS >= 4: tiles k - 2, k - 1 and k held, NS - 3 in flight.
  */
-template <int NB>
-struct words_in_flight {
+template <int NB> struct words_in_flight {
     unsigned long long va[NB], vb[NB];
 };
 
@@ -685,38 +788,46 @@ __device__ __forceinline__ void fold_issue(const At &at, int e0, int e1, words_i
             bool single;
             const unsigned long long *q = at(e0 + e, &single);
             f.va[e] = ld_word(q);
-            if (!single) f.vb[e] = ld_word(q + W);
+            if (!single)
+                f.vb[e] = ld_word(q + W);
         }
     }
 }
 
 template <int NB, typename At>
-__device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsigned tag, words_in_flight<NB> &f,
-                                              float &fA, float &fB)
+__device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsigned tag,
+                                              words_in_flight<NB> &f, float &fA, float &fB)
 {
     for (;;) {
         bool all = true;
 #pragma unroll
         for (int e = 0; e < NB; e++) {
-            if (e0 + e >= e1) continue;
+            if (e0 + e >= e1)
+                continue;
             bool single;
             const unsigned long long *q = at(e0 + e, &single);
-            if ((unsigned)(f.va[e] >> 32) != tag) f.va[e] = ld_word(q);
-            if (!single && (unsigned)(f.vb[e] >> 32) != tag) f.vb[e] = ld_word(q + W);
-            all = all && (unsigned)(f.va[e] >> 32) == tag && (single || (unsigned)(f.vb[e] >> 32) == tag);
+            if ((unsigned)(f.va[e] >> 32) != tag)
+                f.va[e] = ld_word(q);
+            if (!single && (unsigned)(f.vb[e] >> 32) != tag)
+                f.vb[e] = ld_word(q + W);
+            all = all && (unsigned)(f.va[e] >> 32) == tag &&
+                  (single || (unsigned)(f.vb[e] >> 32) == tag);
         }
-        if (all) break;
+        if (all)
+            break;
         __nanosleep(32);
     }
     fA = 1.0f;
     fB = 0.0f;
 #pragma unroll
     for (int e = 0; e < NB; e++) {
-        if (e0 + e >= e1) continue;
+        if (e0 + e >= e1)
+            continue;
         bool single;
         at(e0 + e, &single);
         const float qA = single ? 0.0f : __uint_as_float((unsigned)f.va[e]);
-        const float qB = single ? __uint_as_float((unsigned)f.va[e]) : __uint_as_float((unsigned)f.vb[e]);
+        const float qB =
+            single ? __uint_as_float((unsigned)f.va[e]) : __uint_as_float((unsigned)f.vb[e]);
         fB = qA * fB + qB;
         fA = qA * fA;
     }
@@ -741,39 +852,47 @@ __global__ void __launch_bounds__(kThreads, 1)
     __shared__ float4 wgA[8][TX], wgB[8][TX];
     __shared__ float partA[4][W], partB[4][W], gpA[4][W], gpB[4][W], carry[W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
-    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
-    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
-    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const Tst *const hf = as_storage<const Tst>(p.hf);
+    Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
     const worker wk = worker_at<L>(p);
     const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
-    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part,
+              col = wk.col;
     const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
 
     float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
-    float aggA[2] = {1.0f, 1.0f}, aggB[2] = {0.0f, 0.0f}; /* the same tiles' aggregates (threads < W) */
+    float aggA[2] = {1.0f, 1.0f},
+          aggB[2] = {0.0f, 0.0f}; /* the same tiles' aggregates (threads < W) */
 #pragma unroll
     for (int l = 0; l < 2; l++)
 #pragma unroll
-        for (int v = 0; v < 4; v++) { eA[l][v] = 1.0f; eB[l][v] = 0.0f; }
+        for (int v = 0; v < 4; v++) {
+            eA[l][v] = 1.0f;
+            eB[l][v] = 0.0f;
+        }
 
     for (int64_t k = 0; k <= nk + 1; k++) {
         const int64_t wl = k - 1, wf = k - 2; /* the leaders' window; the finished tile's */
         const int64_t cf = c0 + wf * Gc;
         /* this iteration's words, loaded now */
-        const int gsz = k >= 1 && k - 1 < nk ? group_size(p, wl, Gc, grp, NC) : 0; /* >= 1: its tile exists */
+        const int gsz =
+            k >= 1 && k - 1 < nk ? group_size(p, wl, Gc, grp, NC) : 0; /* >= 1: its tile exists */
         const bool lead = gsz > 0 && pos - grp * p.g == (int)(k % gsz);
         const group_words atL{&p, wl * Gc + grp * p.g, R, r, col};
         const carry_words atC{&p, wf, R, r, Gc, pos, grp, col, wf > 0};
         const int m = atC.count();
         words_in_flight<4> lf;
         words_in_flight<8> cw;
-        if (lead) fold_issue<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, lf);
-        if (k >= 2) fold_issue<8>(atC, part * m / 4, (part + 1) * m / 4, cw);
+        if (lead)
+            fold_issue<4>(atL, part * gsz / 4, (part + 1) * gsz / 4, lf);
+        if (k >= 2)
+            fold_issue<8>(atC, part * m / 4, (part + 1) * m / 4, cw);
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
-            if (k >= 2) hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
+            if (k >= 2)
+                hprev_load<Tst, S, L>(p, hf, cf, r, ty, tx, hq);
 
         float A[4], Bs[4], xA[4], xB[4];
         if (k < nk) {
@@ -795,12 +914,15 @@ __global__ void __launch_bounds__(kThreads, 1)
             partA[part][col] = fA;
             partB[part][col] = fB;
         }
-        if (k < nk) warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
+        if (k < nk)
+            warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
         __syncthreads(); /* (1) the warp aggregates, the folds' parts */
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f,
+              nB = 0.0f;
         if (k < nk) {
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+            if (tid < W)
+                publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
         }
         if (tid < W) {
             if (lead) {
@@ -813,20 +935,24 @@ __global__ void __launch_bounds__(kThreads, 1)
                 compose_parts(partA, partB, tid, unused, x);
                 carry[tid] = x;
                 if (pos == Gc - 1)
-                    st_word(p.pwords + (wf * R + r) * W + tid, make_word(aggA[1] * x + aggB[1], p.tag));
+                    st_word(p.pwords + (wf * R + r) * W + tid,
+                            make_word(aggA[1] * x + aggB[1], p.tag));
             }
         }
         __syncthreads(); /* (2) the carry */
         if (k >= 2) {
             float st[4];
 #pragma unroll
-            for (int v = 0; v < 4; v++) st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
-            tile_finish<Tst, S, L, BWD>(p, stage(k - 2), stage(k - 2) + L * W, cf, r, ty, tx, st, hq, hout, dout);
+            for (int v = 0; v < 4; v++)
+                st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
+            tile_finish<Tst, S, L, BWD>(p, stage(k - 2), stage(k - 2) + L * W, cf, r, ty, tx, st,
+                                        hq, hout, dout);
         }
         __syncthreads(); /* (3) stage k - 2, the warp aggregates, the parts and the carry read */
         if (k >= 2 && tid == 0 && k - 2 + NS < nk) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 2 + NS) * Gc, stage(k - 2 + NS), &full[(k - 2 + NS) % NS]);
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 2 + NS) * Gc, stage(k - 2 + NS),
+                               &full[(k - 2 + NS) % NS]);
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
@@ -869,8 +995,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 /* A fold's slices: quarter q of the threads (64 columns each) takes elements
  * [q n / 4, (q + 1) n / 4) of a list cut into up to three segments, and
  * folds each segment's elements apart. NB words loaded at once. */
-template <int NB>
-struct slice_words {
+template <int NB> struct slice_words {
     unsigned long long va[NB], vb[NB];
 };
 
@@ -886,8 +1011,10 @@ struct pipe_list {
     __device__ int seg(int e) const { return e < n0 ? 0 : e < n0 + n1 ? 1 : 2; }
     __device__ const unsigned long long *at(int e) const
     {
-        if (e < n0) return p->gwords + ((w * p->ng + e) * R + r) * 2 * W + col;
-        if (e < n0 + n1) return p->words + ((first + (e - n0)) * R + r) * 2 * W + col;
+        if (e < n0)
+            return p->gwords + ((w * p->ng + e) * R + r) * 2 * W + col;
+        if (e < n0 + n1)
+            return p->words + ((first + (e - n0)) * R + r) * 2 * W + col;
         return p->gwords + ((w * p->ng + grp + (e - n0 - n1)) * R + r) * 2 * W + col;
     }
 };
@@ -909,35 +1036,49 @@ __device__ __forceinline__ void slice_issue(const pipe_list &l, int e0, int e1, 
 /* The slice's folds per segment (sA[s], sB[s]), the first NB words from f. */
 template <int NB>
 __device__ __forceinline__ void slice_complete(const pipe_list &l, int e0, int e1, unsigned tag,
-                                               slice_words<NB> &f, float (&sA)[3], float (&sB)[3], int &polls)
+                                               slice_words<NB> &f, float (&sA)[3], float (&sB)[3],
+                                               int &polls)
 {
 #pragma unroll
-    for (int s = 0; s < 3; s++) { sA[s] = 1.0f; sB[s] = 0.0f; }
+    for (int s = 0; s < 3; s++) {
+        sA[s] = 1.0f;
+        sB[s] = 0.0f;
+    }
     for (int ib = e0; ib < e1; ib += NB) {
-        if (ib > e0) slice_issue<NB>(l, ib, e1, f);
+        if (ib > e0)
+            slice_issue<NB>(l, ib, e1, f);
         for (;;) {
             bool all = true;
 #pragma unroll
             for (int e = 0; e < NB; e++) {
-                if (ib + e >= e1) continue;
+                if (ib + e >= e1)
+                    continue;
                 const unsigned long long *q = l.at(ib + e);
-                if ((unsigned)(f.va[e] >> 32) != tag) f.va[e] = ld_word(q);
-                if ((unsigned)(f.vb[e] >> 32) != tag) f.vb[e] = ld_word(q + W);
+                if ((unsigned)(f.va[e] >> 32) != tag)
+                    f.va[e] = ld_word(q);
+                if ((unsigned)(f.vb[e] >> 32) != tag)
+                    f.vb[e] = ld_word(q + W);
                 all = all && (unsigned)(f.va[e] >> 32) == tag && (unsigned)(f.vb[e] >> 32) == tag;
             }
-            if (all) break;
+            if (all)
+                break;
             polls++;
             __nanosleep(32);
         }
 #pragma unroll
         for (int e = 0; e < NB; e++) {
-            if (ib + e >= e1) continue;
+            if (ib + e >= e1)
+                continue;
             const int s = l.seg(ib + e);
-            const float qA = __uint_as_float((unsigned)f.va[e]), qB = __uint_as_float((unsigned)f.vb[e]);
+            const float qA = __uint_as_float((unsigned)f.va[e]),
+                        qB = __uint_as_float((unsigned)f.vb[e]);
             /* segment s's fold continued by the element (later in time) */
 #pragma unroll
             for (int u = 0; u < 3; u++)
-                if (u == s) { sB[u] = qA * sB[u] + qB; sA[u] = qA * sA[u]; }
+                if (u == s) {
+                    sB[u] = qA * sB[u] + qB;
+                    sA[u] = qA * sA[u];
+                }
         }
     }
 }
@@ -945,8 +1086,7 @@ __device__ __forceinline__ void slice_complete(const pipe_list &l, int e0, int e
 /* A fold slice in the windows with every tile: the same list in each, its
  * words ng (groups') or Gc (members') tiles' words further on a window.
  * q0 the slice's addresses in window 0, 2 bits an element its segment. */
-template <int NB>
-struct fast_slice {
+template <int NB> struct fast_slice {
     const unsigned long long *q0[NB];
     unsigned segbits;
     int cnt;
@@ -971,8 +1111,9 @@ __device__ __forceinline__ fast_slice<NB> fast_slice_of(const pipe_list &l, int 
 
 /* Window w's words of the slice loaded; q their addresses, for the polls. */
 template <int NB>
-__device__ __forceinline__ void fast_issue(const fast_slice<NB> &f, int64_t w, int64_t gstride, int64_t mstride,
-                                           slice_words<NB> &v, const unsigned long long *(&q)[NB])
+__device__ __forceinline__ void fast_issue(const fast_slice<NB> &f, int64_t w, int64_t gstride,
+                                           int64_t mstride, slice_words<NB> &v,
+                                           const unsigned long long *(&q)[NB])
 {
 #pragma unroll
     for (int e = 0; e < NB; e++) {
@@ -987,30 +1128,39 @@ __device__ __forceinline__ void fast_issue(const fast_slice<NB> &f, int64_t w, i
 }
 
 template <int NB>
-__device__ __forceinline__ void fast_complete(const fast_slice<NB> &f, const unsigned long long *const (&q)[NB],
-                                              unsigned tag, slice_words<NB> &v, float (&sA)[3], float (&sB)[3],
-                                              int &polls)
+__device__ __forceinline__ void
+fast_complete(const fast_slice<NB> &f, const unsigned long long *const (&q)[NB], unsigned tag,
+              slice_words<NB> &v, float (&sA)[3], float (&sB)[3], int &polls)
 {
 #pragma unroll
-    for (int s = 0; s < 3; s++) { sA[s] = 1.0f; sB[s] = 0.0f; }
+    for (int s = 0; s < 3; s++) {
+        sA[s] = 1.0f;
+        sB[s] = 0.0f;
+    }
     for (;;) {
         bool all = true;
 #pragma unroll
         for (int e = 0; e < NB; e++) {
-            if (e >= f.cnt) continue;
-            if ((unsigned)(v.va[e] >> 32) != tag) v.va[e] = ld_word(q[e]);
-            if ((unsigned)(v.vb[e] >> 32) != tag) v.vb[e] = ld_word(q[e] + W);
+            if (e >= f.cnt)
+                continue;
+            if ((unsigned)(v.va[e] >> 32) != tag)
+                v.va[e] = ld_word(q[e]);
+            if ((unsigned)(v.vb[e] >> 32) != tag)
+                v.vb[e] = ld_word(q[e] + W);
             all = all && (unsigned)(v.va[e] >> 32) == tag && (unsigned)(v.vb[e] >> 32) == tag;
         }
-        if (all) break;
+        if (all)
+            break;
         polls++;
         __nanosleep(32);
     }
 #pragma unroll
     for (int e = 0; e < NB; e++) {
-        if (e >= f.cnt) continue;
+        if (e >= f.cnt)
+            continue;
         const unsigned s = (f.segbits >> (2 * e)) & 3u;
-        const float qA = __uint_as_float((unsigned)v.va[e]), qB = __uint_as_float((unsigned)v.vb[e]);
+        const float qA = __uint_as_float((unsigned)v.va[e]),
+                    qB = __uint_as_float((unsigned)v.vb[e]);
 #pragma unroll
         for (int u = 0; u < 3; u++) {
             const bool take = s == (unsigned)u;
@@ -1034,12 +1184,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     __shared__ float segA[3][4][W], segB[3][4][W], gpA[4][W], gpB[4][W], carry[W];
     __shared__ unsigned repolls;
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
-    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
-    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
-    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const Tst *const hf = as_storage<const Tst>(p.hf);
+    Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
     const worker wk = worker_at<L>(p);
     const int tid = wk.tid, tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
-    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part, col = wk.col;
+    const int R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp, part = wk.part,
+              col = wk.col;
     const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
     const int mem = pos - grp * p.g; /* this worker's place in its group */
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
@@ -1049,7 +1199,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < D; j++)
 #pragma unroll
-        for (int v = 0; v < 4; v++) { eA[j][v] = 1.0f; eB[j][v] = 0.0f; }
+        for (int v = 0; v < 4; v++) {
+            eA[j][v] = 1.0f;
+            eB[j][v] = 0.0f;
+        }
     float X = 0.0f; /* threads < W: the state after window wc - 1 (h0 = 0) */
     const bool prof = PROF && p.prof != nullptr && tid == 0; /* PROF: the counters compiled in */
     unsigned long long pc[PROF ? kProf : 1] = {}, tp = PROF ? clock64() : 0;
@@ -1060,26 +1213,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             tp = t;
         }
     };
-    if (tid == 0) repolls = 0;
+    if (tid == 0)
+        repolls = 0;
     /* the slices of the windows with every tile, when they fit */
     const int gszf = p.g < Gc - grp * p.g ? p.g : Gc - grp * p.g, ncf = mem + p.ng;
-    const fast_slice<4> fl = fast_slice_of<4>(pipe_list{&p, 0, R, r, Gc, col, grp, 0, gszf, 0, (int64_t)grp * p.g},
-                                              part * gszf / 4, (part + 1) * gszf / 4);
+    const fast_slice<4> fl =
+        fast_slice_of<4>(pipe_list{&p, 0, R, r, Gc, col, grp, 0, gszf, 0, (int64_t)grp * p.g},
+                         part * gszf / 4, (part + 1) * gszf / 4);
     const fast_slice<NB> fc = fast_slice_of<NB>(
-        pipe_list{&p, 0, R, r, Gc, col, grp, grp, mem, p.ng - grp, (int64_t)grp * p.g}, part * ncf / 4,
-        (part + 1) * ncf / 4);
+        pipe_list{&p, 0, R, r, Gc, col, grp, grp, mem, p.ng - grp, (int64_t)grp * p.g},
+        part * ncf / 4, (part + 1) * ncf / 4);
     const bool fok = p.fast && !p.nofold && fl.cnt <= 4 && fc.cnt <= NB;
     const int64_t gstride = (int64_t)p.ng * R * 2 * W, mstride = (int64_t)Gc * R * 2 * W;
 
     for (int64_t k = 0; k < nk + D; k++) {
-        const int64_t wl = k - 1, wc = k - 1 - E, kf = k - D; /* leader's window, carry's, finished tile */
+        const int64_t wl = k - 1, wc = k - 1 - E,
+                      kf = k - D; /* leader's window, carry's, finished tile */
         /* the leader's list and the carry's, their first words loaded now */
         const bool fold = wc >= 0 && wc < nk;
         const bool fastL = fok && wl >= 0 && wl < nk && (wl + 1) * Gc <= NC;
         const bool fastC = fok && fold && (wc + 1) * Gc <= NC;
         const int gsz = fastL ? gszf : wl >= 0 && wl < nk ? group_size(p, wl, Gc, grp, NC) : 0;
         const bool lead = gsz > 0 && mem == (int)wl % gsz;
-        const pipe_list ll{&p, wl, R, r, Gc, col, grp, 0, lead && !fastL ? gsz : 0, 0, wl * Gc + grp * p.g};
+        const pipe_list ll{
+            &p, wl, R, r, Gc, col, grp, 0, lead && !fastL ? gsz : 0, 0, wl * Gc + grp * p.g};
         int ngw = 0;
         if (fold && !fastC) {
             const int64_t left = NC - wc * Gc; /* tiles in window wc */
@@ -1087,7 +1244,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             ngw = (nt + p.g - 1) / p.g;
         }
         const bool slow = fold && !fastC;
-        const pipe_list lc{&p, wc, R, r, Gc, col, grp, slow ? grp : 0, slow ? mem : 0, slow ? ngw - grp : 0,
+        const pipe_list lc{&p,
+                           wc,
+                           R,
+                           r,
+                           Gc,
+                           col,
+                           grp,
+                           slow ? grp : 0,
+                           slow ? mem : 0,
+                           slow ? ngw - grp : 0,
                            wc * Gc + grp * p.g};
         const int nl = p.nofold ? 0 : ll.count(), nc = p.nofold ? 0 : lc.count();
         slice_words<4> lw;
@@ -1104,7 +1270,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             slice_issue<NB>(lc, part * nc / 4, (part + 1) * nc / 4, cw);
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
-            if (kf >= 0) hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+            if (kf >= 0)
+                hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
         mark(1);
 
         float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1119,7 +1286,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             warp_rows(A, Bs, lane, warp, tx, wgA, wgB, xA, xB);
             __syncthreads(); /* (1) the warp aggregates */
             tile_prefix(tid, warp, tx, wgA, wgB, xA, xB, pA, pB, nA, nB);
-            if (tid < W) publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+            if (tid < W)
+                publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
         } else {
             __syncthreads(); /* (1) */
         }
@@ -1127,9 +1295,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (kf >= 0) {
             float st[4];
 #pragma unroll
-            for (int v = 0; v < 4; v++) st[v] = eA[D - 1][v] * carry[tx * 4 + v] + eB[D - 1][v];
-            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, tid, st,
-                                         hq, hout, dout);
+            for (int v = 0; v < 4; v++)
+                st[v] = eA[D - 1][v] * carry[tx * 4 + v] + eB[D - 1][v];
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r,
+                                         ty, tx, tid, st, hq, hout, dout);
         }
         mark(4);
         if (p.early) {
@@ -1137,7 +1306,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (kf >= 0 && tid == 0 && kf + NS < nk) {
                 bulk_wait_read();
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+                issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS),
+                                   &full[(kf + NS) % NS]);
             }
         }
         mark(5);
@@ -1153,8 +1323,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (fastC)
                 fast_complete<NB>(fc, qC, p.tag, cw, sA, sB, polls);
             else
-                slice_complete<NB>(lc, part * nc / 4, (part + 1) * nc / 4, p.tag, cw, sA, sB, polls);
-            if (PROF && p.prof && polls) atomicAdd(&repolls, 1u);
+                slice_complete<NB>(lc, part * nc / 4, (part + 1) * nc / 4, p.tag, cw, sA, sB,
+                                   polls);
+            if (PROF && p.prof && polls)
+                atomicAdd(&repolls, 1u);
 #pragma unroll
             for (int s = 0; s < 3; s++) {
                 segA[s][part][col] = sA[s];
@@ -1187,21 +1359,30 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (!p.early && kf >= 0 && tid == 0 && kf + NS < nk) {
             bulk_wait_read();
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS),
+                               &full[(kf + NS) % NS]);
         }
         mark(8);
 #pragma unroll
         for (int j = D - 1; j > 0; j--)
 #pragma unroll
-            for (int v = 0; v < 4; v++) { eA[j][v] = eA[j - 1][v]; eB[j][v] = eB[j - 1][v]; }
+            for (int v = 0; v < 4; v++) {
+                eA[j][v] = eA[j - 1][v];
+                eB[j][v] = eB[j - 1][v];
+            }
 #pragma unroll
-        for (int v = 0; v < 4; v++) { eA[0][v] = pA[v]; eB[0][v] = pB[v]; }
+        for (int v = 0; v < 4; v++) {
+            eA[0][v] = pA[v];
+            eB[0][v] = pB[v];
+        }
     }
-    if (tid == 0) bulk_wait_all();
+    if (tid == 0)
+        bulk_wait_all();
     if (PROF && p.prof) {
         __syncthreads();
         if (tid == 0) {
-            for (int i = 0; i < kProf - 2; i++) p.prof[blockIdx.x * kProf + i] = pc[PROF ? i : 0];
+            for (int i = 0; i < kProf - 2; i++)
+                p.prof[blockIdx.x * kProf + i] = pc[PROF ? i : 0];
             p.prof[blockIdx.x * kProf + kProf - 2] = repolls;
             p.prof[blockIdx.x * kProf + kProf - 1] = (unsigned long long)(nk + D);
         }
@@ -1229,7 +1410,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 __device__ __forceinline__ void cluster_sync_all()
 {
     asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+                 "barrier.cluster.wait.acquire.aligned;" ::
+                     : "memory");
 }
 
 /* Block q's copy of the shared-memory word at p, read through the cluster. */
@@ -1255,13 +1437,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
     __shared__ uint64_t full[NS];
     __shared__ float4 wgA[8][TX], wgB[8][TX];
-    __shared__ float aggS[2][2][W];          /* this block's tile aggregate, by iteration parity */
-    __shared__ float pqS[3][2][W];           /* the prefix in the cluster, by iteration mod 3 */
+    __shared__ float aggS[2][2][W]; /* this block's tile aggregate, by iteration parity */
+    __shared__ float pqS[3][2][W];  /* the prefix in the cluster, by iteration mod 3 */
     __shared__ float segA[2][4][W], segB[2][4][W], carry[W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
-    const Tst *const hf = static_cast<const Tst *>(static_cast<const void *>(p.hf));
-    Tst *const hout = static_cast<Tst *>(static_cast<void *>(p.h));
-    Tst *const dout = static_cast<Tst *>(static_cast<void *>(p.hd));
+    const Tst *const hf = as_storage<const Tst>(p.hf);
+    Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
     const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
     const int part = tid / W, col = tid % W;
     const int R = p.R, cl = (int)blockIdx.x / CS, rank = (int)blockIdx.x % CS;
@@ -1270,29 +1451,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t NC = (p.T + L - 1) / L, NW = (NC + Gc - 1) / Gc;
     const int64_t c0 = pos, nk = c0 < NC ? (NC - 1 - c0) / Gc + 1 : 0;
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
-    if (tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(&full[s], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int64_t k = 0; k < NS && k < nk; k++)
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, ring + (size_t)k * 2 * L * W, &full[k]);
-    }
-    __syncthreads();
+    worker wk = {};
+    wk.tid = tid;
+    wk.r = r;
+    wk.Gc = Gc;
+    wk.c0 = c0;
+    wk.nk = nk;
+    ring_start<L, NS, BWD>(p, &ta, &tb, wk, ring, full);
 
     /* this thread's cluster totals: clusters e0 .. e1 - 1 of its chain */
     const int e0 = part * ncl / 4, e1 = (part + 1) * ncl / 4;
-    const int64_t wstride = (int64_t)ncl * R * 2 * W; /* a window's totals */
+    const int64_t wstride = (int64_t)ncl * R * 2 * W;                     /* a window's totals */
     unsigned long long *const tot0 = p.gwords + (int64_t)r * 2 * W + col; /* window 0, cluster 0 */
 
     float eA[2][4], eB[2][4]; /* exclusive prefixes: [0] tile k - 1, [1] tile k - 2 */
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int v = 0; v < 4; v++) { eA[j][v] = 1.0f; eB[j][v] = 0.0f; }
+        for (int v = 0; v < 4; v++) {
+            eA[j][v] = 1.0f;
+            eB[j][v] = 0.0f;
+        }
     float X = 0.0f; /* threads < W: the state after the windows composed so far (h0 = 0) */
-    unsigned long long wv[2][kClusterEl][2]; /* the totals in flight: [window parity][cluster][A, B] */
+    unsigned long long wv[2][kClusterEl]
+                         [2]; /* the totals in flight: [window parity][cluster][A, B] */
 
     /* window w's totals of this thread's clusters loaded into wv[w & 1] */
-    auto issue = [&](int64_t w, unsigned long long (&v)[kClusterEl][2]) {
+    auto issue = [&](int64_t w, unsigned long long(&v)[kClusterEl][2]) {
 #pragma unroll
         for (int e = 0; e < kClusterEl; e++) {
             v[e][0] = v[e][1] = 0ull;
@@ -1304,26 +1489,36 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
     };
     /* ... and folded, per segment: clusters before this one (0), all (1) */
-    auto complete = [&](int64_t w, unsigned long long (&v)[kClusterEl][2]) {
+    auto complete = [&](int64_t w, unsigned long long(&v)[kClusterEl][2]) {
         for (;;) {
             bool all = true;
 #pragma unroll
             for (int e = 0; e < kClusterEl; e++) {
-                if (e0 + e >= e1) continue;
+                if (e0 + e >= e1)
+                    continue;
                 const unsigned long long *q = tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
-                if ((unsigned)(v[e][0] >> 32) != p.tag) v[e][0] = ld_word(q);
-                if ((unsigned)(v[e][1] >> 32) != p.tag) v[e][1] = ld_word(q + W);
-                all = all && (unsigned)(v[e][0] >> 32) == p.tag && (unsigned)(v[e][1] >> 32) == p.tag;
+                if ((unsigned)(v[e][0] >> 32) != p.tag)
+                    v[e][0] = ld_word(q);
+                if ((unsigned)(v[e][1] >> 32) != p.tag)
+                    v[e][1] = ld_word(q + W);
+                all =
+                    all && (unsigned)(v[e][0] >> 32) == p.tag && (unsigned)(v[e][1] >> 32) == p.tag;
             }
-            if (all) break;
+            if (all)
+                break;
             __nanosleep(32);
         }
         float a0 = 1.0f, b0 = 0.0f, a1 = 1.0f, b1 = 0.0f;
 #pragma unroll
         for (int e = 0; e < kClusterEl; e++) {
-            if (e0 + e >= e1) continue;
-            const float qA = __uint_as_float((unsigned)v[e][0]), qB = __uint_as_float((unsigned)v[e][1]);
-            if (e0 + e < cc) { b0 = qA * b0 + qB; a0 = qA * a0; }
+            if (e0 + e >= e1)
+                continue;
+            const float qA = __uint_as_float((unsigned)v[e][0]),
+                        qB = __uint_as_float((unsigned)v[e][1]);
+            if (e0 + e < cc) {
+                b0 = qA * b0 + qB;
+                a0 = qA * a0;
+            }
             b1 = qA * b1 + qB;
             a1 = qA * a1;
         }
@@ -1333,13 +1528,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         segB[1][part][col] = b1;
     };
 
-    auto body = [&](int64_t k, unsigned long long (&vnew)[kClusterEl][2], unsigned long long (&vold)[kClusterEl][2]) {
+    auto body = [&](int64_t k, unsigned long long(&vnew)[kClusterEl][2],
+                    unsigned long long(&vold)[kClusterEl][2]) {
         const int64_t kf = k - 2; /* the tile finished */
-        if (k >= 1 && k - 1 < NW) issue(k - 1, vnew);
+        if (k >= 1 && k - 1 < NW)
+            issue(k - 1, vnew);
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
-            if (kf >= 0 && kf < nk) hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f, nB = 0.0f;
+            if (kf >= 0 && kf < nk)
+                hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f}, nA = 1.0f,
+              nB = 0.0f;
         if (k < nk) {
             int64_t t0;
             int nr;
@@ -1355,7 +1554,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             aggS[k & 1][0][tid] = nA;
             aggS[k & 1][1][tid] = nB;
         }
-        if (kf >= 0 && kf < nk) complete(kf, vold);
+        if (kf >= 0 && kf < nk)
+            complete(kf, vold);
         cluster_sync_all(); /* (2) the cluster's aggregates, the folds' parts */
         if (tid < W) {
             if (k < NW) { /* this cluster's prefix and total in window k */
@@ -1375,7 +1575,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                     b = fa[q] * b + fb[q];
                     a = fa[q] * a;
                 }
-                if (rank == 0) publish_pair(tot0 - col + k * wstride + (int64_t)cc * R * 2 * W, tid, a, b, p.tag);
+                if (rank == 0)
+                    publish_pair(tot0 - col + k * wstride + (int64_t)cc * R * 2 * W, tid, a, b,
+                                 p.tag);
             }
             if (kf >= 0 && kf < nk) { /* tile kf's carry; the state after its window */
                 float a0 = 1.0f, x0 = X, x1 = X, a1 = 1.0f;
@@ -1389,15 +1591,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (kf >= 0 && kf < nk) {
             float st[4];
 #pragma unroll
-            for (int v = 0; v < 4; v++) st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
-            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, tid, st,
-                                         hq, hout, dout);
+            for (int v = 0; v < 4; v++)
+                st[v] = eA[1][v] * carry[tx * 4 + v] + eB[1][v];
+            finish_chunk<Tst, S, L, BWD>(p, &th, &td, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r,
+                                         ty, tx, tid, st, hq, hout, dout);
         }
         __syncthreads(); /* (4) stage kf and the carry read */
         if (kf >= 0 && tid == 0 && kf + NS < nk) {
             bulk_wait_read();
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS), &full[(kf + NS) % NS]);
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS),
+                               &full[(kf + NS) % NS]);
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
@@ -1407,11 +1611,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             eB[0][v] = pB[v];
         }
     };
-    for (int64_t k = 0; k < NW + 2; k += 2) { /* two iterations a turn: the totals' buffers by parity */
+    for (int64_t k = 0; k < NW + 2;
+         k += 2) { /* two iterations a turn: the totals' buffers by parity */
         body(k, wv[1], wv[0]);
-        if (k + 1 < NW + 2) body(k + 1, wv[0], wv[1]);
+        if (k + 1 < NW + 2)
+            body(k + 1, wv[0], wv[1]);
     }
-    if (tid == 0) bulk_wait_all();
+    if (tid == 0)
+        bulk_wait_all();
     cluster_sync_all(); /* no block leaves while another may read its shared memory */
 }
 
@@ -1425,7 +1632,8 @@ __global__ void probe_idle_kernel(unsigned long long *words, const float *a, int
                                   unsigned long long *out)
 {
     __shared__ volatile unsigned long long sink;
-    if (threadIdx.x != 0) return;
+    if (threadIdx.x != 0)
+        return;
     unsigned long long *const w = words + (size_t)blockIdx.x * 2 * W;
     st_word(w, 1ull);
     unsigned long long l2 = 0, dram = 0;
@@ -1460,15 +1668,16 @@ struct config {
     void (*kernel)(wparams, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap);
     int S, NS, mode;
     bool bwd;
-    int es = 4;    /* bytes an element: 4 fp32, 2 bf16 */
-    int early = 0;  /* pipelined: wparams.early */
-    int tstore = 0; /* wparams.tstore */
-    int nofold = 0; /* wparams.nofold */
+    int es = 4;       /* bytes an element: 4 fp32, 2 bf16 */
+    int early = 0;    /* pipelined: wparams.early */
+    int tstore = 0;   /* wparams.tstore */
+    int nofold = 0;   /* wparams.nofold */
     int fast = 0;     /* wparams.fast */
     int counters = 1; /* pipelined: built with the phase counters */
     int cs = 0;       /* clusters: blocks a cluster */
 };
 
+/* clang-format off */
 #define CFG(S, NS, M, B) {#S ":" #NS, window_kernel<float, S, NS, M, B>, S, NS, M, B}
 #define LCFG(S, NS, B) {#S ":" #NS, lwindow_kernel<float, S, NS, B>, S, NS, 4, B, 4}
 #define LCFG16(S, NS, B) {#S ":" #NS, lwindow_kernel<__nv_bfloat16, S, NS, B>, S, NS, 4, B, 2}
@@ -1486,6 +1695,7 @@ struct config {
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
+/* clang-format on */
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 
@@ -1495,10 +1705,11 @@ static CUtensorMap tile_map(const void *base, int64_t T, int H, int L, int esize
     CUtensorMap m;
     const cuuint64_t dims[2] = {(cuuint64_t)H, (cuuint64_t)T}, strides[1] = {(cuuint64_t)H * esize};
     const cuuint32_t box[2] = {(cuuint32_t)W, (cuuint32_t)L}, es[2] = {1, 1};
-    const CUresult e = encode_tiled(&m, esize == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                    2, (void *)base, dims, strides, box, es,
-                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult e = encode_tiled(
+        &m, esize == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+        (void *)base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (e != CUDA_SUCCESS) {
         fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)e);
         exit(1);
@@ -1511,7 +1722,8 @@ static double max_rel_err(const float *x, const double *ref, size_t n)
     double err = 0.0;
     for (size_t i = 0; i < n; i++) {
         const double e = fabs((double)x[i] - ref[i]) / (fabs(ref[i]) + 1e-2);
-        if (!(e <= err)) err = e; /* NaN included */
+        if (!(e <= err))
+            err = e; /* NaN included */
     }
     return err;
 }
@@ -1521,73 +1733,79 @@ int main(int argc, char **argv)
     const int64_t T = argc > 1 ? atoll(argv[1]) : (1 << 20);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    if (bench_flush_init() != 0) return 1;
+    if (bench_flush_init() != 0)
+        return 1;
     cudaDriverEntryPointQueryResult q;
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode_tiled, 12000,
-                                                cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess) return 1;
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode_tiled,
+                                                12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess)
+        return 1;
     const double roof = bench_copy_bandwidth(s, 1);
     int sms, optin;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-    printf("copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20; bytes per element "
-           "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
-           roof * 1e-9, sms, (long long)T);
+    printf(
+        "copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20; bytes per element "
+        "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
+        roof * 1e-9, sms, (long long)T);
 
     /* default: the pipelined kernel against the bound and the groups at lag one;
      * --lag: the kernels at lag one and two; --nowait: the bound, the groups
      * and the groups without waiting, forward */
-    const config pipe_cfgs[] = {CFG(9, 3, 0, false),      CFG(4, 6, 0, false),      CFG(9, 3, 2, false),
-                                PCFG(4, 6, 1, false),
-                                PCFG(5, 5, 1, false),     PCFG(4, 6, 2, false),     PCFG(3, 7, 2, false),
-                                PCFG16(8, 6, 1, false),   PCFG16(10, 5, 1, false),  PCFG16(8, 6, 2, false),
-                                CFG(9, 3, 0, true),       CFG(9, 3, 2, true),       PCFG(4, 6, 1, true),
-                                PCFG(5, 5, 1, true),      PCFG(4, 6, 2, true),      PCFG16(8, 6, 1, true),
-                                PCFG16(8, 6, 2, true)};
-    const config lag_cfgs[] = {CFG(9, 3, 2, false),   CFG(6, 4, 0, false),   LCFG(6, 4, false),
-                               LCFG(5, 5, false),     LCFG16(12, 4, false),  LCFG16(10, 5, false),
-                               CFG(9, 3, 2, true),    LCFG(6, 4, true),      LCFG(5, 5, true),
-                               LCFG16(12, 4, true),   LCFG16(10, 5, true)};
+    const config pipe_cfgs[] = {
+        CFG(9, 3, 0, false),    CFG(4, 6, 0, false),    CFG(9, 3, 2, false),
+        PCFG(4, 6, 1, false),   PCFG(5, 5, 1, false),   PCFG(4, 6, 2, false),
+        PCFG(3, 7, 2, false),   PCFG16(8, 6, 1, false), PCFG16(10, 5, 1, false),
+        PCFG16(8, 6, 2, false), CFG(9, 3, 0, true),     CFG(9, 3, 2, true),
+        PCFG(4, 6, 1, true),    PCFG(5, 5, 1, true),    PCFG(4, 6, 2, true),
+        PCFG16(8, 6, 1, true),  PCFG16(8, 6, 2, true)};
+    const config lag_cfgs[] = {CFG(9, 3, 2, false), CFG(6, 4, 0, false),  LCFG(6, 4, false),
+                               LCFG(5, 5, false),   LCFG16(12, 4, false), LCFG16(10, 5, false),
+                               CFG(9, 3, 2, true),  LCFG(6, 4, true),     LCFG(5, 5, true),
+                               LCFG16(12, 4, true), LCFG16(10, 5, true)};
     const config nowait_cfgs[] = {CFG(9, 3, 0, false), CFG(9, 3, 2, false), CFG(9, 3, 3, false)};
     /* --prof: the pipelined kernel's phases, its copies issued late or early */
-    const config prof_cfgs[] = {CFG(4, 6, 0, false),      PCFGN(5, 5, 1, false),    PCFG(5, 5, 1, false),
-                                PCFGF(5, 5, 1, false),    PCFGF0(5, 5, 1, false),   PCFGF(4, 6, 1, false),
-                                PCFGF(4, 6, 2, false),    PCFGF0(4, 6, 2, false),
-                                PCFGF16(10, 5, 1, false), PCFGF16(8, 6, 2, false),  PCFGF(5, 5, 1, true),
-                                PCFGF(4, 6, 2, true),     PCFGF0(5, 5, 1, true),    PCFGF16(10, 5, 1, true)};
+    const config prof_cfgs[] = {
+        CFG(4, 6, 0, false),     PCFGN(5, 5, 1, false),  PCFG(5, 5, 1, false),
+        PCFGF(5, 5, 1, false),   PCFGF0(5, 5, 1, false), PCFGF(4, 6, 1, false),
+        PCFGF(4, 6, 2, false),   PCFGF0(4, 6, 2, false), PCFGF16(10, 5, 1, false),
+        PCFGF16(8, 6, 2, false), PCFGF(5, 5, 1, true),   PCFGF(4, 6, 2, true),
+        PCFGF0(5, 5, 1, true),   PCFGF16(10, 5, 1, true)};
     /* --tma: full tiles' results stored from their stage by TMA */
-    const config tma_cfgs[] = {CFGT(9, 3, 0, false),        CFGT(4, 6, 0, false),        CFGT(9, 3, 2, false),
-                               CFGT(9, 3, 3, false),        PCFGT(4, 6, 1, false, 0),    PCFGT(5, 5, 1, false, 0),
-                               PCFGT(5, 5, 1, false, 1),    PCFGT(4, 6, 2, false, 0),    CFGT16(16, 3, 0, false),
-                               CFGT16(16, 3, 2, false),     PCFGT16(10, 5, 1, false, 0), PCFGT16(8, 6, 2, false, 0),
-                               CFGT(9, 3, 0, true),         CFGT(9, 3, 2, true),         PCFGT(5, 5, 1, true, 0),
-                               PCFGT(4, 6, 2, true, 0),     CFGT16(16, 3, 2, true)};
+    const config tma_cfgs[] = {
+        CFGT(9, 3, 0, false),     CFGT(4, 6, 0, false),        CFGT(9, 3, 2, false),
+        CFGT(9, 3, 3, false),     PCFGT(4, 6, 1, false, 0),    PCFGT(5, 5, 1, false, 0),
+        PCFGT(5, 5, 1, false, 1), PCFGT(4, 6, 2, false, 0),    CFGT16(16, 3, 0, false),
+        CFGT16(16, 3, 2, false),  PCFGT16(10, 5, 1, false, 0), PCFGT16(8, 6, 2, false, 0),
+        CFGT(9, 3, 0, true),      CFGT(9, 3, 2, true),         PCFGT(5, 5, 1, true, 0),
+        PCFGT(4, 6, 2, true, 0),  CFGT16(16, 3, 2, true)};
     /* --probe: the round trips of an L2 hit and a DRAM load under the bound's copies */
-    const config probe_cfgs[] = {CFG(9, 3, 0, false), CFG(6, 4, 0, false), CFG(4, 6, 0, false), CFG(3, 7, 0, false),
-                                 CFG(9, 3, 0, true),  CFG(4, 6, 0, true)};
+    const config probe_cfgs[] = {CFG(9, 3, 0, false), CFG(6, 4, 0, false), CFG(4, 6, 0, false),
+                                 CFG(3, 7, 0, false), CFG(9, 3, 0, true),  CFG(4, 6, 0, true)};
     /* --cluster: the exchange in clusters, lag 2 */
-    const config cluster_cfgs[] = {CFG(6, 4, 0, false),     CFG(9, 3, 2, false),      CCFG(6, 4, 8, false),
-                                   CCFG(5, 5, 8, false),    CCFG(6, 4, 16, false),    CCFG16(12, 4, 8, false),
-                                   CCFG16(10, 5, 8, false), CFG(9, 3, 2, true),       CCFG(6, 4, 8, true),
-                                   CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
+    const config cluster_cfgs[] = {
+        CFG(6, 4, 0, false),     CFG(9, 3, 2, false),   CCFG(6, 4, 8, false),
+        CCFG(5, 5, 8, false),    CCFG(6, 4, 16, false), CCFG16(12, 4, 8, false),
+        CCFG16(10, 5, 8, false), CFG(9, 3, 2, true),    CCFG(6, 4, 8, true),
+        CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     const char *opt = argc > 2 ? argv[2] : "";
-    const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"), profile = !strcmp(opt, "--prof"),
-               tma = !strcmp(opt, "--tma"), probing = !strcmp(opt, "--probe"),
-               clusters = !strcmp(opt, "--cluster");
-    const config *cfgs = nowait    ? nowait_cfgs
-                         : lag     ? lag_cfgs
-                         : profile ? prof_cfgs
-                         : tma     ? tma_cfgs
-                         : probing ? probe_cfgs
+    const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
+               profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
+               probing = !strcmp(opt, "--probe"), clusters = !strcmp(opt, "--cluster");
+    const config *cfgs = nowait     ? nowait_cfgs
+                         : lag      ? lag_cfgs
+                         : profile  ? prof_cfgs
+                         : tma      ? tma_cfgs
+                         : probing  ? probe_cfgs
                          : clusters ? cluster_cfgs
-                                   : pipe_cfgs;
-    const int ncfgs = nowait    ? 3
-                      : probing ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
+                                    : pipe_cfgs;
+    const int ncfgs = nowait     ? 3
+                      : probing  ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
                       : clusters ? (int)(sizeof cluster_cfgs / sizeof cluster_cfgs[0])
-                      : tma     ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
-                      : lag     ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
-                      : profile ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
-                                : (int)(sizeof pipe_cfgs / sizeof pipe_cfgs[0]);
+                      : tma      ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
+                      : lag      ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
+                      : profile  ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
+                                 : (int)(sizeof pipe_cfgs / sizeof pipe_cfgs[0]);
     int clock_khz;
     CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     const int Hs[] = {64, 256};
@@ -1596,7 +1814,8 @@ int main(int argc, char **argv)
     for (int hi = 0; hi < 2; hi++) {
         const int H = Hs[hi], R = H / W;
         const size_t n = (size_t)T * H;
-        float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4), *hf = (float *)malloc(n * 4);
+        float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4),
+              *hf = (float *)malloc(n * 4);
         float *out = (float *)malloc(n * 4);
         double *ref = (double *)malloc(n * 8), *refd = (double *)malloc(n * 8);
         /* inputs exact in bf16, so that one reference serves both storages */
@@ -1624,10 +1843,11 @@ int main(int argc, char **argv)
         const float *srcs[3] = {ha, hb, hf};
         __nv_bfloat16 *dsts[3] = {da16, db16, dhf16};
         for (int a = 0; a < 3; a++) {
-            for (size_t i = 0; i < n; i++) q16[i] = __float2bfloat16(srcs[a][i]);
+            for (size_t i = 0; i < n; i++)
+                q16[i] = __float2bfloat16(srcs[a][i]);
             CUDA_CHECK(cudaMemcpy(dsts[a], q16, n * 2, cudaMemcpyHostToDevice));
         }
-        const int64_t maxchunks = (T + 31) / 32; /* tiles of 32 steps or more */
+        const int64_t maxchunks = (T + 31) / 32;                 /* tiles of 32 steps or more */
         const size_t nwords = (size_t)maxchunks * R * 2 * W * 3; /* A/B, group, state words */
         unsigned long long *words;
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
@@ -1636,19 +1856,22 @@ int main(int argc, char **argv)
         if (probing) { /* the idle baseline */
             const int reps = 64;
             unsigned long long *dout_p, hout_p[2 * 132 * 4];
-            if (sms > 132 * 4) return 1;
+            if (sms > 132 * 4)
+                return 1;
             CUDA_CHECK(cudaMalloc(&dout_p, (size_t)sms * 2 * sizeof(unsigned long long)));
             bench_flush_before(s);
             probe_idle_kernel<<<sms, 32, 0, s>>>(words, da, (int64_t)n, reps, dout_p);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaStreamSynchronize(s));
-            CUDA_CHECK(cudaMemcpy(hout_p, dout_p, (size_t)sms * 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(hout_p, dout_p, (size_t)sms * 2 * sizeof(unsigned long long),
+                                  cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaFree(dout_p));
             double c[2] = {0, 0};
             for (int bk = 0; bk < sms; bk++)
-                for (int i = 0; i < 2; i++) c[i] += (double)hout_p[2 * bk + i];
-            printf("| %d | idle | round trips: L2 hit %.0f ns, DRAM %.0f ns |\n", H, c[0] / (sms * reps) * 1e6 / clock_khz,
-                   c[1] / (sms * reps) * 1e6 / clock_khz);
+                for (int i = 0; i < 2; i++)
+                    c[i] += (double)hout_p[2 * bk + i];
+            printf("| %d | idle | round trips: L2 hit %.0f ns, DRAM %.0f ns |\n", H,
+                   c[0] / (sms * reps) * 1e6 / clock_khz, c[1] / (sms * reps) * 1e6 / clock_khz);
             fflush(stdout);
         }
         for (int dir = 0; dir < (nowait ? 1 : 2); dir++) {
@@ -1657,35 +1880,43 @@ int main(int argc, char **argv)
                 double x = 0.0;
                 for (int64_t u = 0; u < T; u++) {
                     const int64_t t = dir ? T - 1 - u : u;
-                    const double coef = !dir ? ha[t * H + c] : t + 1 < T ? ha[(t + 1) * H + c] : 0.0;
+                    const double coef = !dir        ? ha[t * H + c]
+                                        : t + 1 < T ? ha[(t + 1) * H + c]
+                                                    : 0.0;
                     x = coef * x + (double)hb[t * H + c];
                     ref[t * H + c] = x;
-                    if (dir) refd[t * H + c] = x * (t >= 1 ? (double)hf[(t - 1) * H + c] : 0.0);
+                    if (dir)
+                        refd[t * H + c] = x * (t >= 1 ? (double)hf[(t - 1) * H + c] : 0.0);
                 }
             }
             for (int ci = 0; ci < ncfgs; ci++) {
                 const config &cf = cfgs[ci];
-                if (cf.bwd != (dir == 1)) continue;
+                if (cf.bwd != (dir == 1))
+                    continue;
                 const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * cf.es;
                 const bool b16 = cf.es == 2;
                 const char *dt = b16 ? "bf16" : "f32";
                 cudaFuncAttributes fa;
                 CUDA_CHECK(cudaFuncGetAttributes(&fa, cf.kernel));
                 if (smem + fa.sharedSizeBytes > (size_t)optin) {
-                    printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd", cf.name, cf.mode);
+                    printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd",
+                           cf.name, cf.mode);
                     continue;
                 }
-                CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+                CUDA_CHECK(cudaFuncSetAttribute(
+                    cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
                 const int nthreads = kThreads;
-                CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
+                CUDA_CHECK(
+                    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
                 const CUtensorMap ta = tile_map(b16 ? (void *)da16 : da, T, H, L, cf.es),
                                   tb = tile_map(b16 ? (void *)db16 : db, T, H, L, cf.es),
                                   th = tile_map(b16 ? (void *)dout16 : dout, T, H, L, cf.es),
                                   td = tile_map(b16 ? (void *)dout216 : dout2, T, H, L, cf.es);
                 if (per < 1) {
-                    printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd", cf.name, cf.mode);
+                    printf("| %d | %s %s | %s | %d | no room |\n", H, dt, dir ? "bwd" : "fwd",
+                           cf.name, cf.mode);
                     continue;
                 }
                 int G = (sms / R) * R;
@@ -1693,7 +1924,8 @@ int main(int argc, char **argv)
                 cudaLaunchAttribute lattr[2];
                 if (cf.mode == 8) { /* a grid of co-resident clusters, a multiple of R of them */
                     if (cf.cs > 8)
-                        CUDA_CHECK(cudaFuncSetAttribute(cf.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                        CUDA_CHECK(cudaFuncSetAttribute(
+                            cf.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                     lcfg.blockDim = dim3(kThreads);
                     lcfg.dynamicSmemBytes = smem;
                     lcfg.stream = s;
@@ -1706,15 +1938,18 @@ int main(int argc, char **argv)
                     lcfg.numAttrs = 1;
                     lcfg.gridDim = dim3((unsigned)(sms / cf.cs * cf.cs));
                     int ncl = 0;
-                    if (cudaOccupancyMaxActiveClusters(&ncl, (void *)cf.kernel, &lcfg) != cudaSuccess || ncl / R < 1) {
+                    if (cudaOccupancyMaxActiveClusters(&ncl, (void *)cf.kernel, &lcfg) !=
+                            cudaSuccess ||
+                        ncl / R < 1) {
                         (void)cudaGetLastError();
-                        printf("| %d | %s | %s | clusters: none fit |\n", H, dir ? "bwd" : "fwd", cf.name);
+                        printf("| %d | %s | %s | clusters: none fit |\n", H, dir ? "bwd" : "fwd",
+                               cf.name);
                         continue;
                     }
                     G = ncl / R * R * cf.cs;
                     if (ncl / R > 4 * kClusterEl) { /* more totals a thread than it holds */
-                        printf("| %d | %s | %s | clusters: %d a chain, more than %d |\n", H, dir ? "bwd" : "fwd",
-                               cf.name, ncl / R, 4 * kClusterEl);
+                        printf("| %d | %s | %s | clusters: %d a chain, more than %d |\n", H,
+                               dir ? "bwd" : "fwd", cf.name, ncl / R, 4 * kClusterEl);
                         continue;
                     }
                     lcfg.gridDim = dim3((unsigned)G);
@@ -1722,24 +1957,46 @@ int main(int argc, char **argv)
                 }
                 const int Gc = G / R;
                 int g = 1;
-                while (g * g < Gc) g++;
-                wparams p = {da, db, b16 ? (float *)dout16 : dout, b16 ? (const float *)dhf16 : dhf,
-                             b16 ? (float *)dout216 : dout2, T, H, R, G, words, words + nwords / 3,
-                             words + 2 * (nwords / 3), g, (Gc + g - 1) / g, 0, cf.early, cf.tstore, cf.nofold, cf.fast, nullptr};
+                while (g * g < Gc)
+                    g++;
+                wparams p = {da,
+                             db,
+                             b16 ? (float *)dout16 : dout,
+                             b16 ? (const float *)dhf16 : dhf,
+                             b16 ? (float *)dout216 : dout2,
+                             T,
+                             H,
+                             R,
+                             G,
+                             words,
+                             words + nwords / 3,
+                             words + 2 * (nwords / 3),
+                             g,
+                             (Gc + g - 1) / g,
+                             0,
+                             cf.early,
+                             cf.tstore,
+                             cf.nofold,
+                             cf.fast,
+                             nullptr};
                 auto launch = [&]() {
                     p.tag = ++tag;
                     void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
                     if (cf.mode == 8) { /* cooperative if the driver takes it with clusters */
-                        if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess && lcfg.numAttrs == 2) {
+                        if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess &&
+                            lcfg.numAttrs == 2) {
                             (void)cudaGetLastError();
                             lcfg.numAttrs = 1;
-                            printf("|   | (clusters: the cooperative launch refused; %d blocks launched without it) |\n", G);
+                            printf("|   | (clusters: the cooperative launch refused; %d blocks "
+                                   "launched without it) |\n",
+                                   G);
                             CUDA_CHECK(cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args));
                         }
                         CUDA_CHECK(cudaGetLastError());
                         return;
                     }
-                    CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args, smem, s));
+                    CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args,
+                                                           smem, s));
                 };
                 CUDA_CHECK(cudaMemsetAsync(p.h, 0, n * cf.es, s));
                 CUDA_CHECK(cudaMemsetAsync(p.hd, 0, n * cf.es, s));
@@ -1751,19 +2008,22 @@ int main(int argc, char **argv)
                         return;
                     }
                     CUDA_CHECK(cudaMemcpy(q16, d, n * 2, cudaMemcpyDeviceToHost));
-                    for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(q16[i]);
+                    for (size_t i = 0; i < n; i++)
+                        out[i] = __bfloat162float(q16[i]);
                 };
                 fetch(p.h);
                 double err = max_rel_err(out, ref, n);
                 if (dir) {
                     fetch(p.hd);
                     const double e2 = max_rel_err(out, refd, n);
-                    if (!(e2 <= err)) err = e2;
+                    if (!(e2 <= err))
+                        err = e2;
                 }
                 /* tolerance: fp32 1e-3 (the reorderings' rounding is ~1e-5); bf16
                  * 1e-2 (the output's own rounding is 2^-9, 2e-3) */
                 const double tol = b16 ? 1e-2 : 1e-3;
-                for (int i = 0; i < 2; i++) launch();
+                for (int i = 0; i < 2; i++)
+                    launch();
                 cudaEvent_t e0, e1;
                 CUDA_CHECK(cudaEventCreate(&e0));
                 CUDA_CHECK(cudaEventCreate(&e1));
@@ -1778,14 +2038,22 @@ int main(int argc, char **argv)
                 }
                 const double t = bench_median(ms, 20) * 1e-3,
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
-                printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt, dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 8 ? "cluster" : cf.mode == 6 ? "pipe" : cf.mode == 4 ? "lag2" : cf.mode == 3 ? "nowait" : cf.mode == 2 ? "groups" : "bound", t * 1e3, bw * 1e-9,
-                       100.0 * bw / roof, err, (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
+                printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt,
+                       dir ? "bwd" : "fwd", cf.name,
+                       cf.mode == 8   ? "cluster"
+                       : cf.mode == 6 ? "pipe"
+                       : cf.mode == 4 ? "lag2"
+                       : cf.mode == 3 ? "nowait"
+                       : cf.mode == 2 ? "groups"
+                                      : "bound",
+                       t * 1e3, bw * 1e-9, 100.0 * bw / roof, err,
+                       (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
                 if (probing && cf.mode == 0) {
                     unsigned long long *dprof, hprof[kProf * 132 * 4];
                     const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
-                    if (p.G > 132 * 4) return 1;
+                    if (p.G > 132 * 4)
+                        return 1;
                     CUDA_CHECK(cudaMalloc(&dprof, pbytes));
                     p.prof = dprof;
                     bench_flush_before(s);
@@ -1796,15 +2064,20 @@ int main(int argc, char **argv)
                     CUDA_CHECK(cudaFree(dprof));
                     double c[4] = {0, 0, 0, 0};
                     for (int bk = 0; bk < p.G; bk++)
-                        for (int i = 0; i < 4; i++) c[i] += (double)hprof[bk * kProf + i];
-                    printf("|   | round trips under the copies: L2 hit %.0f ns, DRAM %.0f ns (%.0f and %.0f loads) |\n",
-                           c[0] / c[1] * 1e6 / clock_khz, c[2] / c[3] * 1e6 / clock_khz, c[1], c[3]);
+                        for (int i = 0; i < 4; i++)
+                            c[i] += (double)hprof[bk * kProf + i];
+                    printf("|   | round trips under the copies: L2 hit %.0f ns, DRAM %.0f ns (%.0f "
+                           "and %.0f loads) |\n",
+                           c[0] / c[1] * 1e6 / clock_khz, c[2] / c[3] * 1e6 / clock_khz, c[1],
+                           c[3]);
                     fflush(stdout);
                 }
-                if ((profile || tma) && cf.mode == 6 && cf.counters) { /* one launch with the phases' clocks */
+                if ((profile || tma) && cf.mode == 6 &&
+                    cf.counters) { /* one launch with the phases' clocks */
                     unsigned long long *dprof, hprof[kProf * 132 * 4];
                     const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
-                    if (p.G > 132 * 4) return 1;
+                    if (p.G > 132 * 4)
+                        return 1;
                     CUDA_CHECK(cudaMalloc(&dprof, pbytes));
                     p.prof = dprof;
                     launch();
@@ -1815,13 +2088,15 @@ int main(int argc, char **argv)
                     double ph[kProf] = {0};
                     for (int bk = 0; bk < p.G; bk++)
                         for (int i = 0; i < kProf - 1; i++)
-                            ph[i] += (double)hprof[bk * kProf + i] / (double)hprof[bk * kProf + kProf - 1];
+                            ph[i] += (double)hprof[bk * kProf + i] /
+                                     (double)hprof[bk * kProf + kProf - 1];
                     const double u = 1e6 / clock_khz / p.G;
-                    printf("|   | ns/iteration: top %.0f, loads issued %.0f, copy wait %.0f, summary %.0f, finish %.0f, "
+                    printf("|   | ns/iteration: top %.0f, loads issued %.0f, copy wait %.0f, "
+                           "summary %.0f, finish %.0f, "
                            "early issue %.0f, folds %.0f, barrier %.0f, tail %.0f; "
                            "re-polling threads/iteration %.2f (clock %d MHz) |\n",
-                           ph[0] * u, ph[1] * u, ph[2] * u, ph[3] * u, ph[4] * u, ph[5] * u, ph[6] * u, ph[7] * u,
-                           ph[8] * u, ph[11] / p.G, clock_khz / 1000);
+                           ph[0] * u, ph[1] * u, ph[2] * u, ph[3] * u, ph[4] * u, ph[5] * u,
+                           ph[6] * u, ph[7] * u, ph[8] * u, ph[11] / p.G, clock_khz / 1000);
                     fflush(stdout);
                 }
                 CUDA_CHECK(cudaEventDestroy(e0));
