@@ -1019,18 +1019,74 @@ struct pipe_list {
     }
 };
 
-template <int NB>
-__device__ __forceinline__ void slice_issue(const pipe_list &l, int e0, int e1, slice_words<NB> &f)
+/* The (A, B) word pairs at q(e), e < n <= NB, loaded into v (the rest zero). */
+template <int NB, typename Q>
+__device__ __forceinline__ void load_pairs(Q q, int n, slice_words<NB> &v)
 {
 #pragma unroll
     for (int e = 0; e < NB; e++) {
-        f.va[e] = f.vb[e] = 0ull;
-        if (e0 + e < e1) {
-            const unsigned long long *q = l.at(e0 + e);
-            f.va[e] = ld_word(q);
-            f.vb[e] = ld_word(q + W);
+        v.va[e] = v.vb[e] = 0ull;
+        if (e < n) {
+            const unsigned long long *x = q(e);
+            v.va[e] = ld_word(x);
+            v.vb[e] = ld_word(x + W);
         }
     }
+}
+
+/* The pairs at q(e), e < n, polled until both words carry tag (each poll
+ * that finds one missing counted in polls), then folded in order, element
+ * e onto segment seg(e) of (sA, sB). */
+template <int NB, typename Q, typename G>
+__device__ __forceinline__ void poll_fold(Q q, G seg, int n, unsigned tag, slice_words<NB> &v,
+                                          float (&sA)[3], float (&sB)[3], int &polls)
+{
+    for (;;) {
+        bool all = true;
+#pragma unroll
+        for (int e = 0; e < NB; e++) {
+            if (e >= n)
+                continue;
+            if ((unsigned)(v.va[e] >> 32) != tag)
+                v.va[e] = ld_word(q(e));
+            if ((unsigned)(v.vb[e] >> 32) != tag)
+                v.vb[e] = ld_word(q(e) + W);
+            all = all && (unsigned)(v.va[e] >> 32) == tag && (unsigned)(v.vb[e] >> 32) == tag;
+        }
+        if (all)
+            break;
+        polls++;
+        __nanosleep(32);
+    }
+#pragma unroll
+    for (int e = 0; e < NB; e++) {
+        if (e >= n)
+            continue;
+        const unsigned s = (unsigned)seg(e);
+        const float qA = __uint_as_float((unsigned)v.va[e]),
+                    qB = __uint_as_float((unsigned)v.vb[e]);
+#pragma unroll
+        for (int u = 0; u < 3; u++) { /* segment s's fold continued by the element */
+            const bool take = s == (unsigned)u;
+            sB[u] = take ? qA * sB[u] + qB : sB[u];
+            sA[u] = take ? qA * sA[u] : sA[u];
+        }
+    }
+}
+
+__device__ __forceinline__ void identity3(float (&sA)[3], float (&sB)[3])
+{
+#pragma unroll
+    for (int s = 0; s < 3; s++) {
+        sA[s] = 1.0f;
+        sB[s] = 0.0f;
+    }
+}
+
+template <int NB>
+__device__ __forceinline__ void slice_issue(const pipe_list &l, int e0, int e1, slice_words<NB> &f)
+{
+    load_pairs<NB>([&](int e) { return l.at(e0 + e); }, e1 - e0 < NB ? e1 - e0 : NB, f);
 }
 
 /* The slice's folds per segment (sA[s], sB[s]), the first NB words from f. */
@@ -1039,47 +1095,12 @@ __device__ __forceinline__ void slice_complete(const pipe_list &l, int e0, int e
                                                slice_words<NB> &f, float (&sA)[3], float (&sB)[3],
                                                int &polls)
 {
-#pragma unroll
-    for (int s = 0; s < 3; s++) {
-        sA[s] = 1.0f;
-        sB[s] = 0.0f;
-    }
+    identity3(sA, sB);
     for (int ib = e0; ib < e1; ib += NB) {
         if (ib > e0)
             slice_issue<NB>(l, ib, e1, f);
-        for (;;) {
-            bool all = true;
-#pragma unroll
-            for (int e = 0; e < NB; e++) {
-                if (ib + e >= e1)
-                    continue;
-                const unsigned long long *q = l.at(ib + e);
-                if ((unsigned)(f.va[e] >> 32) != tag)
-                    f.va[e] = ld_word(q);
-                if ((unsigned)(f.vb[e] >> 32) != tag)
-                    f.vb[e] = ld_word(q + W);
-                all = all && (unsigned)(f.va[e] >> 32) == tag && (unsigned)(f.vb[e] >> 32) == tag;
-            }
-            if (all)
-                break;
-            polls++;
-            __nanosleep(32);
-        }
-#pragma unroll
-        for (int e = 0; e < NB; e++) {
-            if (ib + e >= e1)
-                continue;
-            const int s = l.seg(ib + e);
-            const float qA = __uint_as_float((unsigned)f.va[e]),
-                        qB = __uint_as_float((unsigned)f.vb[e]);
-            /* segment s's fold continued by the element (later in time) */
-#pragma unroll
-            for (int u = 0; u < 3; u++)
-                if (u == s) {
-                    sB[u] = qA * sB[u] + qB;
-                    sA[u] = qA * sA[u];
-                }
-        }
+        poll_fold<NB>([&](int e) { return l.at(ib + e); }, [&](int e) { return l.seg(ib + e); },
+                      e1 - ib < NB ? e1 - ib : NB, tag, f, sA, sB, polls);
     }
 }
 
@@ -1116,15 +1137,10 @@ __device__ __forceinline__ void fast_issue(const fast_slice<NB> &f, int64_t w, i
                                            const unsigned long long *(&q)[NB])
 {
 #pragma unroll
-    for (int e = 0; e < NB; e++) {
-        v.va[e] = v.vb[e] = 0ull;
-        q[e] = f.q0[e];
-        if (e < f.cnt) {
-            q[e] = f.q0[e] + w * (((f.segbits >> (2 * e)) & 3u) == 1u ? mstride : gstride);
-            v.va[e] = ld_word(q[e]);
-            v.vb[e] = ld_word(q[e] + W);
-        }
-    }
+    for (int e = 0; e < NB; e++)
+        q[e] = f.q0[e] +
+               (e < f.cnt ? w * (((f.segbits >> (2 * e)) & 3u) == 1u ? mstride : gstride) : 0);
+    load_pairs<NB>([&](int e) { return q[e]; }, f.cnt, v);
 }
 
 template <int NB>
@@ -1132,42 +1148,9 @@ __device__ __forceinline__ void
 fast_complete(const fast_slice<NB> &f, const unsigned long long *const (&q)[NB], unsigned tag,
               slice_words<NB> &v, float (&sA)[3], float (&sB)[3], int &polls)
 {
-#pragma unroll
-    for (int s = 0; s < 3; s++) {
-        sA[s] = 1.0f;
-        sB[s] = 0.0f;
-    }
-    for (;;) {
-        bool all = true;
-#pragma unroll
-        for (int e = 0; e < NB; e++) {
-            if (e >= f.cnt)
-                continue;
-            if ((unsigned)(v.va[e] >> 32) != tag)
-                v.va[e] = ld_word(q[e]);
-            if ((unsigned)(v.vb[e] >> 32) != tag)
-                v.vb[e] = ld_word(q[e] + W);
-            all = all && (unsigned)(v.va[e] >> 32) == tag && (unsigned)(v.vb[e] >> 32) == tag;
-        }
-        if (all)
-            break;
-        polls++;
-        __nanosleep(32);
-    }
-#pragma unroll
-    for (int e = 0; e < NB; e++) {
-        if (e >= f.cnt)
-            continue;
-        const unsigned s = (f.segbits >> (2 * e)) & 3u;
-        const float qA = __uint_as_float((unsigned)v.va[e]),
-                    qB = __uint_as_float((unsigned)v.vb[e]);
-#pragma unroll
-        for (int u = 0; u < 3; u++) {
-            const bool take = s == (unsigned)u;
-            sB[u] = take ? qA * sB[u] + qB : sB[u];
-            sA[u] = take ? qA * sA[u] : sA[u];
-        }
-    }
+    identity3(sA, sB);
+    poll_fold<NB>([&](int e) { return q[e]; }, [&](int e) { return (f.segbits >> (2 * e)) & 3u; },
+                  f.cnt, tag, v, sA, sB, polls);
 }
 
 template <typename Tst, int S, int NS, int E, bool BWD, bool PROF = true>
@@ -1473,63 +1456,31 @@ __global__ void __launch_bounds__(kThreads, 1)
             eB[j][v] = 0.0f;
         }
     float X = 0.0f; /* threads < W: the state after the windows composed so far (h0 = 0) */
-    unsigned long long wv[2][kClusterEl]
-                         [2]; /* the totals in flight: [window parity][cluster][A, B] */
+    slice_words<kClusterEl> wv[2]; /* the totals in flight, by window parity */
+    const int ne = e1 - e0 < kClusterEl ? e1 - e0 : kClusterEl;
+    auto total_at = [&](int64_t w, int e) {
+        return tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
+    };
 
     /* window w's totals of this thread's clusters loaded into wv[w & 1] */
-    auto issue = [&](int64_t w, unsigned long long(&v)[kClusterEl][2]) {
-#pragma unroll
-        for (int e = 0; e < kClusterEl; e++) {
-            v[e][0] = v[e][1] = 0ull;
-            if (e0 + e < e1) {
-                const unsigned long long *q = tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
-                v[e][0] = ld_word(q);
-                v[e][1] = ld_word(q + W);
-            }
-        }
+    auto issue = [&](int64_t w, slice_words<kClusterEl> &v) {
+        load_pairs<kClusterEl>([&](int e) { return total_at(w, e); }, ne, v);
     };
-    /* ... and folded, per segment: clusters before this one (0), all (1) */
-    auto complete = [&](int64_t w, unsigned long long(&v)[kClusterEl][2]) {
-        for (;;) {
-            bool all = true;
-#pragma unroll
-            for (int e = 0; e < kClusterEl; e++) {
-                if (e0 + e >= e1)
-                    continue;
-                const unsigned long long *q = tot0 + w * wstride + (int64_t)(e0 + e) * R * 2 * W;
-                if ((unsigned)(v[e][0] >> 32) != p.tag)
-                    v[e][0] = ld_word(q);
-                if ((unsigned)(v[e][1] >> 32) != p.tag)
-                    v[e][1] = ld_word(q + W);
-                all =
-                    all && (unsigned)(v[e][0] >> 32) == p.tag && (unsigned)(v[e][1] >> 32) == p.tag;
-            }
-            if (all)
-                break;
-            __nanosleep(32);
-        }
-        float a0 = 1.0f, b0 = 0.0f, a1 = 1.0f, b1 = 0.0f;
-#pragma unroll
-        for (int e = 0; e < kClusterEl; e++) {
-            if (e0 + e >= e1)
-                continue;
-            const float qA = __uint_as_float((unsigned)v[e][0]),
-                        qB = __uint_as_float((unsigned)v[e][1]);
-            if (e0 + e < cc) {
-                b0 = qA * b0 + qB;
-                a0 = qA * a0;
-            }
-            b1 = qA * b1 + qB;
-            a1 = qA * a1;
-        }
-        segA[0][part][col] = a0;
-        segB[0][part][col] = b0;
-        segA[1][part][col] = a1;
-        segB[1][part][col] = b1;
+    /* ... and folded: the clusters before this one (segA[0]), all of them (segA[1]) */
+    auto complete = [&](int64_t w, slice_words<kClusterEl> &v) {
+        float sA[3], sB[3];
+        int polls = 0;
+        identity3(sA, sB);
+        poll_fold<kClusterEl>([&](int e) { return total_at(w, e); },
+                              [&](int e) { return e0 + e < cc ? 0 : 2; }, ne, p.tag, v, sA, sB,
+                              polls);
+        segA[0][part][col] = sA[0];
+        segB[0][part][col] = sB[0];
+        segA[1][part][col] = sA[2] * sA[0];
+        segB[1][part][col] = sA[2] * sB[0] + sB[2];
     };
 
-    auto body = [&](int64_t k, unsigned long long(&vnew)[kClusterEl][2],
-                    unsigned long long(&vold)[kClusterEl][2]) {
+    auto body = [&](int64_t k, slice_words<kClusterEl> &vnew, slice_words<kClusterEl> &vold) {
         const int64_t kf = k - 2; /* the tile finished */
         if (k >= 1 && k - 1 < NW)
             issue(k - 1, vnew);
