@@ -618,6 +618,26 @@ __device__ __forceinline__ void compose_parts(const float (*pa)[W], const float 
 /* groups taking the words as first loaded, without waiting for their tags: */
 /* wrong results, the exchange's traffic without its coupling)              */
 
+/* --probe: the clocks from a load's issue until its value is used (stored
+ * to sink), of a tagged word (ld_word) or of an element bypassing L1. */
+__device__ __forceinline__ unsigned long long time_word(const unsigned long long *q,
+                                                        volatile unsigned long long &sink)
+{
+    const unsigned long long t0 = clock64();
+    sink = ld_word(q);
+    return clock64() - t0;
+}
+
+__device__ __forceinline__ unsigned long long time_element(const float *q,
+                                                           volatile unsigned long long &sink)
+{
+    float v;
+    const unsigned long long t0 = clock64();
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(q) : "memory");
+    sink = __float_as_uint(v);
+    return clock64() - t0;
+}
+
 template <typename Tst, int S, int NS, int MODE, bool BWD>
 __global__ void __launch_bounds__(kThreads, 1)
     window_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
@@ -656,21 +676,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int64_t w = k - 1,
                       cf = c0 + w * Gc; /* the window and chunk finished in this iteration */
         if (p.prof && tid == 0 && k >= 2) {
-            unsigned long long t0 = clock64();
-            sink = ld_word(pword);
-            unsigned long long t1 = clock64();
-            probe[0] += t1 - t0;
+            probe[0] += time_word(pword, sink);
             probe[1]++;
             const int64_t cp = c0 + (k + NS + 1) * Gc; /* a chunk not yet copied */
             if (cp < NC) {
                 const int64_t row = cp * L + L / 2 < p.T ? cp * L + L / 2 : p.T - 1;
-                const float *q = p.a + row * p.H + r * W;
-                float v;
-                t0 = clock64();
-                asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(q) : "memory");
-                sink = __float_as_uint(v);
-                t1 = clock64();
-                probe[2] += t1 - t0;
+                probe[2] += time_element(p.a + row * p.H + r * W, sink);
                 probe[3]++;
             }
         }
@@ -1589,17 +1600,8 @@ __global__ void probe_idle_kernel(unsigned long long *words, const float *a, int
     st_word(w, 1ull);
     unsigned long long l2 = 0, dram = 0;
     for (int i = 0; i < n; i++) {
-        unsigned long long t0 = clock64();
-        sink = ld_word(w);
-        unsigned long long t1 = clock64();
-        l2 += t1 - t0;
-        const float *q = a + ((int64_t)((int64_t)blockIdx.x * n + i) * 7919 * 64) % nelem;
-        float v;
-        t0 = clock64();
-        asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(q) : "memory");
-        sink = __float_as_uint(v);
-        t1 = clock64();
-        dram += t1 - t0;
+        l2 += time_word(w, sink);
+        dram += time_element(a + ((int64_t)blockIdx.x * n + i) * 7919 * 64 % nelem, sink);
     }
     out[2 * blockIdx.x] = l2;
     out[2 * blockIdx.x + 1] = dram;
