@@ -37,8 +37,11 @@
  *     state after the previous window itself (see the kernel's comment);
  *  8  cwindow_kernel: thread-block clusters, the blocks of a cluster
  *     exchanging their aggregates through distributed shared memory and
- *     only the clusters' totals going through L2, at a lag of two tiles.
- * Modes 2, 4, 6 and 8 are checked against a serial double-precision
+ *     only the clusters' totals going through L2, at a lag of two tiles;
+ * 10  swindow_kernel: MODE 2's exchange in warps of its own (64 threads,
+ *     one a column), the copies issued by a producer thread, and the 256
+ *     tile threads finishing tile k - LAG in iteration k.
+ * Modes 2, 4, 6, 8 and 10 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
  * itself, and MODE 2's exchange by 64 threads of their own.)
@@ -54,14 +57,15 @@
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
  * Run:   ./window [T [OPTION]], OPTION one of --lag, --nowait, --tma,
- *        --prof, --probe, --cluster (T default 2^20). Prints a table
+ *        --prof, --probe, --cluster, --ws (T default 2^20). Prints a table
  *        against the copy roofline, queued timing as prnn_bench_cuda's.
  *        Without an option: the pipelined kernel beside
  *        the bound and the groups; --lag: lag one and two; --nowait: modes
  *        0, 2 and 3, forward; --tma: TMA stores; --prof: the pipelined
  *        kernel's phases, the no-fold control and the fast slices;
  *        --probe: an L2 hit's and a DRAM load's round trips, idle and
- *        under the bound's copies; --cluster: the cluster exchange.
+ *        under the bound's copies; --cluster: the cluster exchange;
+ *        --ws: warp specialization.
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -1585,6 +1589,185 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Warp specialization (MODE 10): the tile's work, the exchange and the     */
+/* copies in warps of their own                                             */
+
+/*
+ * swindow_kernel: the groups' exchange (MODE 2) taken off the tile's
+ * threads. A block of kWS threads: 256 workers (the 16 x 16 tile threads
+ * of the other kernels), 64 exchange threads (one a column) and one
+ * producer thread. Tile k's workers reduce it, publish its aggregate
+ * (tagged words, and a copy in shared memory for the exchange) and go on;
+ * they finish tile k - LAG from its carry once the exchange has it. The
+ * exchange, tile after tile: the aggregates of the groups before the
+ * tile's own and of the group's members before it, loaded at once and
+ * polled; a group's last member publishes the group's aggregate; the
+ * state after the previous window (published by the window's last
+ * position) closes the carry. The producer refills a stage once its
+ * tile is finished. Handshakes by mbarriers: full (copy landed), empty
+ * (tile finished), agg (aggregate in shared memory), carry (carry in
+ * shared memory); the workers' block scan by a named barrier of their
+ * own. NS >= LAG + 2.
+ */
+constexpr int kXThreads = W, kWS = kThreads + kXThreads + 32, kSlots = 4,
+              kXWords = 21; /* the most words a carry: 132 positions in groups of 12 */
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *m)
+{
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(saddr(m)) : "memory");
+}
+
+__device__ __forceinline__ void workers_sync()
+{
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+}
+
+template <typename Tst, int S, int NS, int LAG, bool BWD>
+__global__ void __launch_bounds__(kWS, 1)
+    swindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
+{
+    static_assert(NS >= LAG + 2 && kSlots >= LAG + 2, "stages or slots too few for the lag");
+    constexpr int L = TY * S;
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
+    __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
+    __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
+    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W];
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp;
+    const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], kThreads / 32);
+        }
+        for (int q = 0; q < kSlots; q++) {
+            mbar_init(&aggbar[q], W);
+            mbar_init(&carrybar[q], kXThreads);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid >= kThreads + kXThreads) { /* the producer */
+        if (tid != kThreads + kXThreads)
+            return;
+        for (int64_t k = 0; k < nk; k++) {
+            if (k >= NS)
+                mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
+            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
+        }
+        return;
+    }
+
+    if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
+        const int col = tid - kThreads;
+        const int m = pos - grp * p.g; /* members of the group before this position */
+        for (int64_t k = 0; k < nk; k++) {
+            const int gsz = group_size(p, k, Gc, grp, NC);
+            const int64_t first = k * Gc + grp * p.g;
+            auto q = [&](int e) {
+                return e < grp ? p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col
+                               : p.words + ((first + (e - grp)) * R + r) * 2 * W + col;
+            };
+            slice_words<kXWords> v;
+            load_pairs<kXWords>(q, grp + m, v);
+            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
+            float sA[3], sB[3];
+            identity3(sA, sB);
+            int polls = 0;
+            poll_fold<kXWords>(
+                q, [&](int e) { return e < grp ? 0 : 1; }, grp + m, p.tag, v, sA, sB, polls);
+            if (m == gsz - 1) /* the group's aggregate: its members before, then this tile */
+                publish_pair(p.gwords + ((k * p.ng + grp) * R + r) * 2 * W, col, myA * sA[1],
+                             myA * sB[1] + myB, p.tag);
+            float x = 0.0f; /* the state after window k - 1 (h0 = 0 before window 0) */
+            if (k > 0) {
+                const unsigned long long *pw = p.pwords + ((k - 1) * R + r) * W + col;
+                unsigned long long u = ld_word(pw);
+                while ((unsigned)(u >> 32) != p.tag) {
+                    __nanosleep(32);
+                    u = ld_word(pw);
+                }
+                x = __uint_as_float((unsigned)u);
+            }
+            x = sA[0] * x + sB[0]; /* the groups before, then the members before */
+            x = sA[1] * x + sB[1];
+            carry[k % kSlots][col] = x;
+            mbar_arrive(&carrybar[k % kSlots]);
+            if (pos == Gc - 1)
+                st_word(p.pwords + (k * R + r) * W + col, make_word(myA * x + myB, p.tag));
+        }
+        return;
+    }
+
+    /* the workers */
+    const Tst *const hf = as_storage<const Tst>(p.hf);
+    Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
+    const int tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    float eA[LAG + 1][4], eB[LAG + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
+#pragma unroll
+    for (int i = 0; i <= LAG; i++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[i][v] = 1.0f;
+            eB[i][v] = 0.0f;
+        }
+    for (int64_t k = 0; k < nk + LAG; k++) {
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (k < nk) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            float A[4], Bs[4], xA[4], xB[4], nA, nB;
+            tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
+            workers_sync();
+            tile_prefix(tid, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB, pA, pB, nA, nB);
+            if (tid < W) {
+                publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+                aggA[k % kSlots][tid] = nA;
+                aggB[k % kSlots][tid] = nB;
+                mbar_arrive(&aggbar[k % kSlots]);
+            }
+        }
+#pragma unroll
+        for (int i = LAG; i >= 1; i--)
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                eA[i][v] = eA[i - 1][v];
+                eB[i][v] = eB[i - 1][v];
+            }
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[0][v] = pA[v];
+            eB[0][v] = pB[v];
+        }
+        const int64_t kf = k - LAG; /* the tile finished in this iteration */
+        if (kf < 0)
+            continue;
+        typename raw4<Tst>::type hq[BWD ? S : 1];
+        if constexpr (BWD)
+            hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+        mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+        float st[4];
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            st[v] = eA[LAG][v] * carry[kf % kSlots][tx * 4 + v] + eB[LAG][v];
+        tile_finish<Tst, S, L, BWD>(p, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, st,
+                                    hq, hout, dout);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&empty[kf % NS]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* --probe's baseline: the window kernel's two round trips on an idle device */
 
 /* Thread 0 of each block, n times: a load of a word it stored (an L2 hit)
@@ -1646,6 +1829,8 @@ struct config {
 #define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
 #define CCFG(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<float, S, NS, CS, B>, S, NS, 8, B, 4, 0, 0, 0, 0, 1, CS}
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
+#define SCFG(S, NS, LAG, B) {#S ":" #NS " lag" #LAG, swindow_kernel<float, S, NS, LAG, B>, S, NS, 10, B, 4}
+#define SCFG16(S, NS, LAG, B) {#S ":" #NS " lag" #LAG, swindow_kernel<__nv_bfloat16, S, NS, LAG, B>, S, NS, 10, B, 2}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -1741,20 +1926,31 @@ int main(int argc, char **argv)
         CCFG(5, 5, 8, false),    CCFG(6, 4, 16, false), CCFG16(12, 4, 8, false),
         CCFG16(10, 5, 8, false), CFG(9, 3, 2, true),    CCFG(6, 4, 8, true),
         CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
+    /* --ws: warp specialization */
+    const config ws_cfgs[] = {
+        CFG(4, 6, 0, false),     CFG(9, 3, 2, false),    SCFG(4, 6, 2, false),
+        SCFG(5, 5, 2, false),    SCFG(3, 8, 2, false),   SCFG(6, 4, 1, false),
+        SCFG(4, 6, 1, false),    SCFG16(8, 6, 2, false), SCFG16(6, 8, 2, false),
+        SCFG16(10, 5, 2, false), CFG(4, 6, 0, true),     SCFG(4, 6, 2, true),
+        SCFG(5, 5, 2, true),     SCFG(3, 8, 2, true),    SCFG16(8, 6, 2, true),
+        SCFG16(6, 8, 2, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
-               probing = !strcmp(opt, "--probe"), clusters = !strcmp(opt, "--cluster");
+               probing = !strcmp(opt, "--probe"), clusters = !strcmp(opt, "--cluster"),
+               ws = !strcmp(opt, "--ws");
     const config *cfgs = nowait     ? nowait_cfgs
                          : lag      ? lag_cfgs
                          : profile  ? prof_cfgs
                          : tma      ? tma_cfgs
                          : probing  ? probe_cfgs
                          : clusters ? cluster_cfgs
+                         : ws       ? ws_cfgs
                                     : pipe_cfgs;
     const int ncfgs = nowait     ? 3
                       : probing  ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
                       : clusters ? (int)(sizeof cluster_cfgs / sizeof cluster_cfgs[0])
+                      : ws       ? (int)(sizeof ws_cfgs / sizeof ws_cfgs[0])
                       : tma      ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
                       : lag      ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
                       : profile  ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
@@ -1859,7 +2055,7 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaFuncSetAttribute(
                     cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
-                const int nthreads = kThreads;
+                const int nthreads = cf.mode == 10 ? kWS : kThreads;
                 CUDA_CHECK(
                     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
@@ -1912,6 +2108,11 @@ int main(int argc, char **argv)
                 int g = 1;
                 while (g * g < Gc)
                     g++;
+                if (cf.mode == 10 && (g - 1) + ((Gc + g - 1) / g - 1) > kXWords) {
+                    printf("| %d | %s | %s | more than %d words a carry |\n", H,
+                           dir ? "bwd" : "fwd", cf.name, kXWords);
+                    continue;
+                }
                 wparams p = {da,
                              db,
                              b16 ? (float *)dout16 : dout,
@@ -1993,7 +2194,8 @@ int main(int argc, char **argv)
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt,
                        dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 8   ? "cluster"
+                       cf.mode == 10  ? "ws"
+                       : cf.mode == 8 ? "cluster"
                        : cf.mode == 6 ? "pipe"
                        : cf.mode == 4 ? "lag2"
                        : cf.mode == 3 ? "nowait"
