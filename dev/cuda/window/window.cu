@@ -276,6 +276,8 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
             one[e] = false;
         }
         for (int round = 0;; round++) {
+            /* a word found missing is loaded again and checked in the next
+             * round, so that a round waits for one round trip, not one a word */
             bool all = true;
 #pragma unroll
             for (int e = 0; e < NB; e++) {
@@ -284,16 +286,17 @@ __device__ __forceinline__ void fold_words(At at, int e0, int e1, unsigned tag, 
                 bool single;
                 const unsigned long long *q = at(ib + e, &single);
                 one[e] = single;
-                if ((unsigned)(va[e] >> 32) != tag)
+                if ((unsigned)(va[e] >> 32) != tag) {
                     va[e] = ld_word(q);
-                if (!single && (unsigned)(vb[e] >> 32) != tag)
+                    all = false;
+                }
+                if (!single && (unsigned)(vb[e] >> 32) != tag) {
                     vb[e] = ld_word(q + W);
-                all = all && (unsigned)(va[e] >> 32) == tag &&
-                      (single || (unsigned)(vb[e] >> 32) == tag);
+                    all = false;
+                }
             }
             if (all || !WAIT)
                 break;
-            __nanosleep(32);
         }
 #pragma unroll
         for (int e = 0; e < NB; e++) {
@@ -813,7 +816,7 @@ template <int NB, typename At>
 __device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsigned tag,
                                               words_in_flight<NB> &f, float &fA, float &fB)
 {
-    for (;;) {
+    for (;;) { /* a missing word loaded again is checked in the next round */
         bool all = true;
 #pragma unroll
         for (int e = 0; e < NB; e++) {
@@ -821,16 +824,17 @@ __device__ __forceinline__ void fold_complete(const At &at, int e0, int e1, unsi
                 continue;
             bool single;
             const unsigned long long *q = at(e0 + e, &single);
-            if ((unsigned)(f.va[e] >> 32) != tag)
+            if ((unsigned)(f.va[e] >> 32) != tag) {
                 f.va[e] = ld_word(q);
-            if (!single && (unsigned)(f.vb[e] >> 32) != tag)
+                all = false;
+            }
+            if (!single && (unsigned)(f.vb[e] >> 32) != tag) {
                 f.vb[e] = ld_word(q + W);
-            all = all && (unsigned)(f.va[e] >> 32) == tag &&
-                  (single || (unsigned)(f.vb[e] >> 32) == tag);
+                all = false;
+            }
         }
         if (all)
             break;
-        __nanosleep(32);
     }
     fA = 1.0f;
     fB = 0.0f;
@@ -1056,22 +1060,24 @@ template <int NB, typename Q, typename G>
 __device__ __forceinline__ void poll_fold(Q q, G seg, int n, unsigned tag, slice_words<NB> &v,
                                           float (&sA)[3], float (&sB)[3], int &polls)
 {
-    for (;;) {
+    for (;;) { /* a missing word loaded again is checked in the next round */
         bool all = true;
 #pragma unroll
         for (int e = 0; e < NB; e++) {
             if (e >= n)
                 continue;
-            if ((unsigned)(v.va[e] >> 32) != tag)
+            if ((unsigned)(v.va[e] >> 32) != tag) {
                 v.va[e] = ld_word(q(e));
-            if ((unsigned)(v.vb[e] >> 32) != tag)
+                all = false;
+            }
+            if ((unsigned)(v.vb[e] >> 32) != tag) {
                 v.vb[e] = ld_word(q(e) + W);
-            all = all && (unsigned)(v.va[e] >> 32) == tag && (unsigned)(v.vb[e] >> 32) == tag;
+                all = false;
+            }
         }
         if (all)
             break;
         polls++;
-        __nanosleep(32);
     }
 #pragma unroll
     for (int e = 0; e < NB; e++) {
