@@ -1600,9 +1600,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 /*
  * swindow_kernel: the groups' exchange (MODE 2) taken off the tile's
- * threads. A block of kWS threads: 256 workers (the 16 x 16 tile threads
- * of the other kernels), 64 exchange threads (one a column) and one
- * producer thread. Tile k's workers reduce it, publish its aggregate
+ * threads. A block of ws_threads(XT) threads: 256 workers (the 16 x 16
+ * tile threads of the other kernels), XT teams of 64 exchange threads
+ * (one a column; team e takes the tiles k = e mod XT) and one producer
+ * thread. Tile k's workers reduce it, publish its aggregate
  * (tagged words, and a copy in shared memory for the exchange) and go on;
  * they finish tile k - LAG from its carry once the exchange has it. The
  * exchange, tile after tile: the aggregates of the groups before the
@@ -1615,7 +1616,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * shared memory); the workers' block scan by a named barrier of their
  * own. NS >= LAG + 2.
  */
-constexpr int kXThreads = W, kWS = kThreads + kXThreads + 32, kSlots = 4,
+constexpr int kXThreads = W, kSlots = 4,
               kXWords = 21; /* the most words a carry: 132 positions in groups of 12 */
 
 __device__ __forceinline__ void mbar_arrive(uint64_t *m)
@@ -1628,8 +1629,13 @@ __device__ __forceinline__ void workers_sync()
     asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
 }
 
-template <typename Tst, int S, int NS, int LAG, bool BWD>
-__global__ void __launch_bounds__(kWS, 1)
+constexpr int ws_threads(int XT)
+{
+    return kThreads + XT * kXThreads + 32;
+}
+
+template <typename Tst, int S, int NS, int LAG, int XT, bool BWD>
+__global__ void __launch_bounds__(ws_threads(XT), 1)
     swindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
                    const __grid_constant__ CUtensorMap td)
@@ -1658,8 +1664,8 @@ __global__ void __launch_bounds__(kWS, 1)
     }
     __syncthreads();
 
-    if (tid >= kThreads + kXThreads) { /* the producer */
-        if (tid != kThreads + kXThreads)
+    if (tid >= kThreads + XT * kXThreads) { /* the producer */
+        if (tid != kThreads + XT * kXThreads)
             return;
         for (int64_t k = 0; k < nk; k++) {
             if (k >= NS)
@@ -1670,27 +1676,41 @@ __global__ void __launch_bounds__(kWS, 1)
     }
 
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
-        const int col = tid - kThreads;
+        const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
         const int m = pos - grp * p.g; /* members of the group before this position */
-        for (int64_t k = 0; k < nk; k++) {
+        constexpr int NBX = XT == 1 ? kXWords : (kXWords + 1) / 2;
+        for (int64_t k = team; k < nk; k += XT) {
             const int gsz = group_size(p, k, Gc, grp, NC);
             const int64_t first = k * Gc + grp * p.g;
             auto q = [&](int e) {
                 return e < grp ? p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col
                                : p.words + ((first + (e - grp)) * R + r) * 2 * W + col;
             };
-            slice_words<kXWords> v;
-            load_pairs<kXWords>(q, grp + m, v);
-            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
-            const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             float sA[3], sB[3];
             identity3(sA, sB);
             int polls = 0;
-            poll_fold<kXWords>(
-                q, [&](int e) { return e < grp ? 0 : 1; }, grp + m, p.tag, v, sA, sB, polls);
+            slice_words<NBX> v;
+            if (XT == 1) { /* every word at once */
+                load_pairs<NBX>(q, grp + m, v);
+                mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+                poll_fold<NBX>(
+                    q, [&](int e) { return e < grp ? 0 : 1; }, grp + m, p.tag, v, sA, sB, polls);
+            } else { /* the members before, then the groups before (fewer registers) */
+                auto qm = [&](int e) { return q(grp + e); };
+                load_pairs<NBX>(qm, m, v);
+                mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+                poll_fold<NBX>(
+                    qm, [](int) { return 1; }, m, p.tag, v, sA, sB, polls);
+            }
+            const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (m == gsz - 1) /* the group's aggregate: its members before, then this tile */
                 publish_pair(p.gwords + ((k * p.ng + grp) * R + r) * 2 * W, col, myA * sA[1],
                              myA * sB[1] + myB, p.tag);
+            if (XT > 1) {
+                load_pairs<NBX>(q, grp, v);
+                poll_fold<NBX>(
+                    q, [](int) { return 0; }, grp, p.tag, v, sA, sB, polls);
+            }
             float x = 0.0f; /* the state after window k - 1 (h0 = 0 before window 0) */
             if (k > 0) {
                 const unsigned long long *pw = p.pwords + ((k - 1) * R + r) * W + col;
@@ -1817,6 +1837,7 @@ struct config {
     int fast = 0;     /* wparams.fast */
     int counters = 1; /* pipelined: built with the phase counters */
     int cs = 0;       /* clusters: blocks a cluster */
+    int xt = 1;       /* warp specialization: exchange teams */
 };
 
 /* clang-format off */
@@ -1835,8 +1856,8 @@ struct config {
 #define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
 #define CCFG(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<float, S, NS, CS, B>, S, NS, 8, B, 4, 0, 0, 0, 0, 1, CS}
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
-#define SCFG(S, NS, LAG, B) {#S ":" #NS " lag" #LAG, swindow_kernel<float, S, NS, LAG, B>, S, NS, 10, B, 4}
-#define SCFG16(S, NS, LAG, B) {#S ":" #NS " lag" #LAG, swindow_kernel<__nv_bfloat16, S, NS, LAG, B>, S, NS, 10, B, 2}
+#define SCFG(S, NS, LAG, XT, B) {#S ":" #NS " lag" #LAG " x" #XT, swindow_kernel<float, S, NS, LAG, XT, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT}
+#define SCFG16(S, NS, LAG, XT, B) {#S ":" #NS " lag" #LAG " x" #XT, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -1934,12 +1955,12 @@ int main(int argc, char **argv)
         CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     /* --ws: warp specialization */
     const config ws_cfgs[] = {
-        CFG(4, 6, 0, false),     CFG(9, 3, 2, false),    SCFG(4, 6, 2, false),
-        SCFG(5, 5, 2, false),    SCFG(3, 8, 2, false),   SCFG(6, 4, 1, false),
-        SCFG(4, 6, 1, false),    SCFG16(8, 6, 2, false), SCFG16(6, 8, 2, false),
-        SCFG16(10, 5, 2, false), CFG(4, 6, 0, true),     SCFG(4, 6, 2, true),
-        SCFG(5, 5, 2, true),     SCFG(3, 8, 2, true),    SCFG16(8, 6, 2, true),
-        SCFG16(6, 8, 2, true)};
+        CFG(4, 6, 0, false),       CFG(9, 3, 2, false),       SCFG(4, 6, 2, 1, false),
+        SCFG(4, 6, 2, 2, false),   SCFG(5, 5, 2, 1, false),   SCFG(5, 5, 2, 2, false),
+        SCFG(6, 4, 1, 1, false),   SCFG(6, 4, 1, 2, false),   SCFG(3, 8, 2, 2, false),
+        SCFG16(8, 6, 2, 1, false), SCFG16(8, 6, 2, 2, false), SCFG16(10, 5, 2, 2, false),
+        CFG(4, 6, 0, true),        SCFG(4, 6, 2, 1, true),    SCFG(4, 6, 2, 2, true),
+        SCFG(5, 5, 2, 2, true),    SCFG16(8, 6, 2, 2, true),  SCFG16(10, 5, 2, 2, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
@@ -2061,7 +2082,7 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaFuncSetAttribute(
                     cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
-                const int nthreads = cf.mode == 10 ? kWS : kThreads;
+                const int nthreads = cf.mode == 10 ? kThreads + cf.xt * kXThreads + 32 : kThreads;
                 CUDA_CHECK(
                     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
@@ -2114,7 +2135,8 @@ int main(int argc, char **argv)
                 int g = 1;
                 while (g * g < Gc)
                     g++;
-                if (cf.mode == 10 && (g - 1) + ((Gc + g - 1) / g - 1) > kXWords) {
+                if (cf.mode == 10 && (cf.xt == 1 ? (g - 1) + ((Gc + g - 1) / g - 1) > kXWords
+                                                 : 2 * (g - 1) > kXWords + 1)) {
                     printf("| %d | %s | %s | more than %d words a carry |\n", H,
                            dir ? "bwd" : "fwd", cf.name, kXWords);
                     continue;
