@@ -1606,18 +1606,22 @@ __global__ void __launch_bounds__(kThreads, 1)
  * thread. Tile k's workers reduce it, publish its aggregate
  * (tagged words, and a copy in shared memory for the exchange) and go on;
  * they finish tile k - LAG from its carry once the exchange has it. The
- * exchange, tile after tile: the aggregates of the groups before the
- * tile's own and of the group's members before it, loaded at once and
- * polled; a group's last member publishes the group's aggregate; the
- * state after the previous window (published by the window's last
- * position) closes the carry. The producer refills a stage once its
- * tile is finished. Handshakes by mbarriers: full (copy landed), empty
- * (tile finished), agg (aggregate in shared memory), carry (carry in
- * shared memory); the workers' block scan by a named barrier of their
+ * exchange, tile after tile, in two batches of words: the aggregates of
+ * the group's members before the tile (after which a group's last member
+ * publishes the group's aggregate), then every group's aggregate of the
+ * window. The groups before the tile's own and the members before it
+ * give its carry from the state after the previous window; all groups
+ * give the state after this one, which the exchange keeps (with XT > 1
+ * hands to the next tile's team through shared memory), so no chain runs
+ * between blocks. The producer refills a stage once its tile is
+ * finished. Handshakes by mbarriers: full (copy landed), empty (tile
+ * finished), agg (aggregate in shared memory), carry (carry in shared
+ * memory), pbar (the state after a window, between teams); the workers'
+ * block scan by a named barrier of their
  * own. NS >= LAG + 2.
  */
 constexpr int kXThreads = W, kSlots = 4,
-              kXWords = 21; /* the most words a carry: 132 positions in groups of 12 */
+              kXWords = 11; /* the most words a batch: 132 positions in groups of 12 */
 
 __device__ __forceinline__ void mbar_arrive(uint64_t *m)
 {
@@ -1645,7 +1649,8 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
     __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
-    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W];
+    __shared__ uint64_t pbar[kSlots];
+    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W], pstate[kSlots][W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     const worker wk = worker_at<L>(p);
@@ -1659,6 +1664,7 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         for (int q = 0; q < kSlots; q++) {
             mbar_init(&aggbar[q], W);
             mbar_init(&carrybar[q], kXThreads);
+            mbar_init(&pbar[q], kXThreads);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -1678,55 +1684,41 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
         const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
         const int m = pos - grp * p.g; /* members of the group before this position */
-        constexpr int NBX = XT == 1 ? kXWords : (kXWords + 1) / 2;
+        float P = 0.0f; /* XT = 1: the state after the previous window (h0 = 0 before window 0) */
         for (int64_t k = team; k < nk; k += XT) {
             const int gsz = group_size(p, k, Gc, grp, NC);
-            const int64_t first = k * Gc + grp * p.g;
-            auto q = [&](int e) {
-                return e < grp ? p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col
-                               : p.words + ((first + (e - grp)) * R + r) * 2 * W + col;
-            };
-            float sA[3], sB[3];
+            const int64_t first = k * Gc + grp * p.g, left = NC - k * Gc;
+            const int ngk =
+                (int)(((left < Gc ? left : Gc) + p.g - 1) / p.g); /* groups with tiles */
+            auto qm = [&](int e) { return p.words + ((first + e) * R + r) * 2 * W + col; };
+            auto qg = [&](int e) { return p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col; };
+            float sA[3], sB[3]; /* the groups before, the members before, the groups from grp on */
             identity3(sA, sB);
             int polls = 0;
-            slice_words<NBX> v;
-            if (XT == 1) { /* every word at once */
-                load_pairs<NBX>(q, grp + m, v);
-                mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
-                poll_fold<NBX>(
-                    q, [&](int e) { return e < grp ? 0 : 1; }, grp + m, p.tag, v, sA, sB, polls);
-            } else { /* the members before, then the groups before (fewer registers) */
-                auto qm = [&](int e) { return q(grp + e); };
-                load_pairs<NBX>(qm, m, v);
-                mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
-                poll_fold<NBX>(
-                    qm, [](int) { return 1; }, m, p.tag, v, sA, sB, polls);
-            }
+            slice_words<kXWords> v;
+            load_pairs<kXWords>(qm, m, v);
+            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            poll_fold<kXWords>(
+                qm, [](int) { return 1; }, m, p.tag, v, sA, sB, polls);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (m == gsz - 1) /* the group's aggregate: its members before, then this tile */
                 publish_pair(p.gwords + ((k * p.ng + grp) * R + r) * 2 * W, col, myA * sA[1],
                              myA * sB[1] + myB, p.tag);
-            if (XT > 1) {
-                load_pairs<NBX>(q, grp, v);
-                poll_fold<NBX>(
-                    q, [](int) { return 0; }, grp, p.tag, v, sA, sB, polls);
+            load_pairs<kXWords>(qg, ngk, v); /* every group of the window */
+            poll_fold<kXWords>(
+                qg, [&](int e) { return e < grp ? 0 : 2; }, ngk, p.tag, v, sA, sB, polls);
+            if (XT > 1 && k > 0) { /* the previous tile's team hands the state over */
+                mbar_wait(&pbar[(k - 1) % kSlots], (unsigned)(((k - 1) / kSlots) & 1));
+                P = pstate[(k - 1) % kSlots][col];
             }
-            float x = 0.0f; /* the state after window k - 1 (h0 = 0 before window 0) */
-            if (k > 0) {
-                const unsigned long long *pw = p.pwords + ((k - 1) * R + r) * W + col;
-                unsigned long long u = ld_word(pw);
-                while ((unsigned)(u >> 32) != p.tag) {
-                    __nanosleep(32);
-                    u = ld_word(pw);
-                }
-                x = __uint_as_float((unsigned)u);
-            }
-            x = sA[0] * x + sB[0]; /* the groups before, then the members before */
-            x = sA[1] * x + sB[1];
-            carry[k % kSlots][col] = x;
+            const float x = sA[0] * P + sB[0]; /* the state before this tile's group */
+            carry[k % kSlots][col] = sA[1] * x + sB[1];
             mbar_arrive(&carrybar[k % kSlots]);
-            if (pos == Gc - 1)
-                st_word(p.pwords + (k * R + r) * W + col, make_word(myA * x + myB, p.tag));
+            P = sA[2] * x + sB[2]; /* the state after window k */
+            if (XT > 1) {
+                pstate[k % kSlots][col] = P;
+                mbar_arrive(&pbar[k % kSlots]);
+            }
         }
         return;
     }
@@ -1955,12 +1947,13 @@ int main(int argc, char **argv)
         CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     /* --ws: warp specialization */
     const config ws_cfgs[] = {
-        CFG(4, 6, 0, false),       CFG(9, 3, 2, false),       SCFG(4, 6, 2, 1, false),
-        SCFG(4, 6, 2, 2, false),   SCFG(5, 5, 2, 1, false),   SCFG(5, 5, 2, 2, false),
-        SCFG(6, 4, 1, 1, false),   SCFG(6, 4, 1, 2, false),   SCFG(3, 8, 2, 2, false),
-        SCFG16(8, 6, 2, 1, false), SCFG16(8, 6, 2, 2, false), SCFG16(10, 5, 2, 2, false),
-        CFG(4, 6, 0, true),        SCFG(4, 6, 2, 1, true),    SCFG(4, 6, 2, 2, true),
-        SCFG(5, 5, 2, 2, true),    SCFG16(8, 6, 2, 2, true),  SCFG16(10, 5, 2, 2, true)};
+        CFG(4, 6, 0, false),        CFG(9, 3, 2, false),        SCFG(4, 6, 2, 1, false),
+        SCFG(4, 6, 2, 2, false),    SCFG(4, 6, 2, 4, false),    SCFG(5, 5, 2, 1, false),
+        SCFG(5, 5, 2, 2, false),    SCFG(6, 4, 1, 1, false),    SCFG(6, 4, 1, 2, false),
+        SCFG(8, 3, 1, 2, false),    SCFG16(8, 6, 2, 1, false),  SCFG16(8, 6, 2, 2, false),
+        SCFG16(10, 5, 2, 2, false), SCFG16(12, 4, 1, 2, false), CFG(4, 6, 0, true),
+        SCFG(4, 6, 2, 1, true),     SCFG(4, 6, 2, 2, true),     SCFG(5, 5, 2, 2, true),
+        SCFG(6, 4, 1, 2, true),     SCFG16(10, 5, 2, 2, true),  SCFG16(12, 4, 1, 2, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
@@ -2137,7 +2130,7 @@ int main(int argc, char **argv)
                     g++;
                 if (cf.mode == 10 && (cf.xt == 1 ? (g - 1) + ((Gc + g - 1) / g - 1) > kXWords
                                                  : 2 * (g - 1) > kXWords + 1)) {
-                    printf("| %d | %s | %s | more than %d words a carry |\n", H,
+                    printf("| %d | %s | %s | more than %d words a batch |\n", H,
                            dir ? "bwd" : "fwd", cf.name, kXWords);
                     continue;
                 }
