@@ -1638,7 +1638,7 @@ constexpr int ws_threads(int XT)
     return kThreads + XT * kXThreads + 32;
 }
 
-template <typename Tst, int S, int NS, int LAG, int XT, bool BWD>
+template <typename Tst, int S, int NS, int LAG, int XT, bool CHAIN, bool BWD>
 __global__ void __launch_bounds__(ws_threads(XT), 1)
     swindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
@@ -1684,8 +1684,12 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
         const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
         const int m = pos - grp * p.g; /* members of the group before this position */
-        float P = 0.0f; /* XT = 1: the state after the previous window (h0 = 0 before window 0) */
+        const bool prof = p.prof && col == 0 && team == 0;
+        unsigned long long ck[5] = {0, 0, 0, 0, 0}; /* clocks: agg, members, groups, state; tiles */
+        int polls = 0;
+        float P = 0.0f; /* the state after the previous window (h0 = 0 before window 0) */
         for (int64_t k = team; k < nk; k += XT) {
+            unsigned long long c0k = prof ? clock64() : 0, c1k;
             const int gsz = group_size(p, k, Gc, grp, NC);
             const int64_t first = k * Gc + grp * p.g, left = NC - k * Gc;
             const int ngk =
@@ -1694,31 +1698,66 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
             auto qg = [&](int e) { return p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col; };
             float sA[3], sB[3]; /* the groups before, the members before, the groups from grp on */
             identity3(sA, sB);
-            int polls = 0;
             slice_words<kXWords> v;
             load_pairs<kXWords>(qm, m, v);
             mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            if (prof) {
+                c1k = clock64();
+                ck[0] += c1k - c0k;
+                c0k = c1k;
+            }
             poll_fold<kXWords>(
                 qm, [](int) { return 1; }, m, p.tag, v, sA, sB, polls);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (m == gsz - 1) /* the group's aggregate: its members before, then this tile */
                 publish_pair(p.gwords + ((k * p.ng + grp) * R + r) * 2 * W, col, myA * sA[1],
                              myA * sB[1] + myB, p.tag);
-            load_pairs<kXWords>(qg, ngk, v); /* every group of the window */
+            if (prof) {
+                c1k = clock64();
+                ck[1] += c1k - c0k;
+                c0k = c1k;
+            }
+            /* CHAIN: the groups before; else every group of the window */
+            load_pairs<kXWords>(qg, CHAIN ? grp : ngk, v);
             poll_fold<kXWords>(
-                qg, [&](int e) { return e < grp ? 0 : 2; }, ngk, p.tag, v, sA, sB, polls);
-            if (XT > 1 && k > 0) { /* the previous tile's team hands the state over */
+                qg, [&](int e) { return e < grp ? 0 : 2; }, CHAIN ? grp : ngk, p.tag, v, sA, sB,
+                polls);
+            if (prof) {
+                c1k = clock64();
+                ck[2] += c1k - c0k;
+                c0k = c1k;
+            }
+            if (CHAIN && k > 0) { /* published by the previous window's last position */
+                const unsigned long long *pw = p.pwords + ((k - 1) * R + r) * W + col;
+                unsigned long long u = ld_word(pw);
+                while ((unsigned)(u >> 32) != p.tag)
+                    u = ld_word(pw);
+                P = __uint_as_float((unsigned)u);
+            }
+            if (!CHAIN && XT > 1 && k > 0) { /* the previous tile's team hands the state over */
                 mbar_wait(&pbar[(k - 1) % kSlots], (unsigned)(((k - 1) / kSlots) & 1));
                 P = pstate[(k - 1) % kSlots][col];
             }
             const float x = sA[0] * P + sB[0]; /* the state before this tile's group */
-            carry[k % kSlots][col] = sA[1] * x + sB[1];
+            const float cin = sA[1] * x + sB[1];
+            carry[k % kSlots][col] = cin;
             mbar_arrive(&carrybar[k % kSlots]);
-            P = sA[2] * x + sB[2]; /* the state after window k */
-            if (XT > 1) {
+            if (CHAIN && pos == Gc - 1)
+                st_word(p.pwords + (k * R + r) * W + col, make_word(myA * cin + myB, p.tag));
+            P = sA[2] * x + sB[2]; /* !CHAIN: the state after window k */
+            if (!CHAIN && XT > 1) {
                 pstate[k % kSlots][col] = P;
                 mbar_arrive(&pbar[k % kSlots]);
             }
+            if (prof) {
+                ck[3] += clock64() - c0k;
+                ck[4]++;
+            }
+        }
+        if (prof) {
+            for (int i = 0; i < 5; i++)
+                p.prof[blockIdx.x * kProf + i] = ck[i];
+            p.prof[blockIdx.x * kProf + 5] = (unsigned long long)polls;
         }
         return;
     }
@@ -1727,7 +1766,9 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     const Tst *const hf = as_storage<const Tst>(p.hf);
     Tst *const hout = as_storage<Tst>(p.h), *const dout = as_storage<Tst>(p.hd);
     const int tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
-    float eA[LAG + 1][4], eB[LAG + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
+    const bool wprof = p.prof && tid == 0;
+    unsigned long long wck[3] = {0, 0, 0}; /* clocks waiting for a copy, for a carry; tiles */
+    float eA[LAG + 1][4], eB[LAG + 1][4];  /* the prefixes of tiles k, k - 1, ..., k - LAG */
 #pragma unroll
     for (int i = 0; i <= LAG; i++)
 #pragma unroll
@@ -1741,7 +1782,10 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
             int64_t t0;
             int nr;
             chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+            const unsigned long long cf0 = wprof ? clock64() : 0;
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            if (wprof)
+                wck[0] += clock64() - cf0;
             float A[4], Bs[4], xA[4], xB[4], nA, nB;
             tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
             warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
@@ -1772,7 +1816,12 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
             hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+        const unsigned long long cc0 = wprof ? clock64() : 0;
         mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+        if (wprof) {
+            wck[1] += clock64() - cc0;
+            wck[2]++;
+        }
         float st[4];
 #pragma unroll
         for (int v = 0; v < 4; v++)
@@ -1783,6 +1832,9 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         if (lane == 0)
             mbar_arrive(&empty[kf % NS]);
     }
+    if (wprof)
+        for (int i = 0; i < 3; i++)
+            p.prof[blockIdx.x * kProf + 6 + i] = wck[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1848,8 +1900,8 @@ struct config {
 #define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
 #define CCFG(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<float, S, NS, CS, B>, S, NS, 8, B, 4, 0, 0, 0, 0, 1, CS}
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
-#define SCFG(S, NS, LAG, XT, B) {#S ":" #NS " lag" #LAG " x" #XT, swindow_kernel<float, S, NS, LAG, XT, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT}
-#define SCFG16(S, NS, LAG, XT, B) {#S ":" #NS " lag" #LAG " x" #XT, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT}
+#define SCFG(S, NS, LAG, XT, CH, B) {#S ":" #NS " lag" #LAG " x" #XT " c" #CH, swindow_kernel<float, S, NS, LAG, XT, CH, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT}
+#define SCFG16(S, NS, LAG, XT, CH, B) {#S ":" #NS " lag" #LAG " x" #XT " c" #CH, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, CH, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -1947,13 +1999,12 @@ int main(int argc, char **argv)
         CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     /* --ws: warp specialization */
     const config ws_cfgs[] = {
-        CFG(4, 6, 0, false),        CFG(9, 3, 2, false),        SCFG(4, 6, 2, 1, false),
-        SCFG(4, 6, 2, 2, false),    SCFG(4, 6, 2, 4, false),    SCFG(5, 5, 2, 1, false),
-        SCFG(5, 5, 2, 2, false),    SCFG(6, 4, 1, 1, false),    SCFG(6, 4, 1, 2, false),
-        SCFG(8, 3, 1, 2, false),    SCFG16(8, 6, 2, 1, false),  SCFG16(8, 6, 2, 2, false),
-        SCFG16(10, 5, 2, 2, false), SCFG16(12, 4, 1, 2, false), CFG(4, 6, 0, true),
-        SCFG(4, 6, 2, 1, true),     SCFG(4, 6, 2, 2, true),     SCFG(5, 5, 2, 2, true),
-        SCFG(6, 4, 1, 2, true),     SCFG16(10, 5, 2, 2, true),  SCFG16(12, 4, 1, 2, true)};
+        CFG(4, 6, 0, false),        CFG(9, 3, 2, false),           SCFG(6, 4, 1, 2, 1, false),
+        SCFG(6, 4, 1, 2, 0, false), SCFG(4, 6, 2, 4, 1, false),    SCFG(4, 6, 2, 4, 0, false),
+        SCFG(8, 3, 1, 2, 1, false), SCFG(8, 3, 1, 3, 1, false),    SCFG(6, 4, 1, 3, 1, false),
+        SCFG(5, 5, 2, 4, 1, false), SCFG16(12, 4, 1, 2, 1, false), SCFG16(12, 4, 1, 3, 1, false),
+        CFG(4, 6, 0, true),         SCFG(6, 4, 1, 2, 1, true),     SCFG(6, 4, 1, 3, 1, true),
+        SCFG(4, 6, 2, 4, 1, true),  SCFG16(12, 4, 1, 3, 1, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
@@ -2128,8 +2179,7 @@ int main(int argc, char **argv)
                 int g = 1;
                 while (g * g < Gc)
                     g++;
-                if (cf.mode == 10 && (cf.xt == 1 ? (g - 1) + ((Gc + g - 1) / g - 1) > kXWords
-                                                 : 2 * (g - 1) > kXWords + 1)) {
+                if (cf.mode == 10 && (g - 1 > kXWords || (Gc + g - 1) / g > kXWords)) {
                     printf("| %d | %s | %s | more than %d words a batch |\n", H,
                            dir ? "bwd" : "fwd", cf.name, kXWords);
                     continue;
@@ -2246,6 +2296,31 @@ int main(int argc, char **argv)
                            "and %.0f loads) |\n",
                            c[0] / c[1] * 1e6 / clock_khz, c[2] / c[3] * 1e6 / clock_khz, c[1],
                            c[3]);
+                    fflush(stdout);
+                }
+                if (cf.mode == 10) { /* one launch with the exchange's and the workers' clocks */
+                    unsigned long long *dprof, hprof[kProf * 132 * 4];
+                    const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
+                    if (p.G > 132 * 4)
+                        return 1;
+                    CUDA_CHECK(cudaMalloc(&dprof, pbytes));
+                    CUDA_CHECK(cudaMemset(dprof, 0, pbytes));
+                    p.prof = dprof;
+                    launch();
+                    CUDA_CHECK(cudaStreamSynchronize(s));
+                    p.prof = nullptr;
+                    CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
+                    CUDA_CHECK(cudaFree(dprof));
+                    double c[9] = {0};
+                    for (int bk = 0; bk < p.G; bk++)
+                        for (int i = 0; i < 9; i++)
+                            c[i] += (double)hprof[bk * kProf + i];
+                    const double u = 1e6 / clock_khz;
+                    printf("|   | ns/tile, exchange (team 0): own aggregate %.0f, members %.0f, "
+                           "groups %.0f, state and carry %.0f, re-polls/tile %.2f; workers: copy "
+                           "wait %.0f, carry wait %.0f |\n",
+                           c[0] / c[4] * u, c[1] / c[4] * u, c[2] / c[4] * u, c[3] / c[4] * u,
+                           c[5] / c[4], c[6] / c[8] * u, c[7] / c[8] * u);
                     fflush(stdout);
                 }
                 if ((profile || tma) && cf.mode == 6 &&
