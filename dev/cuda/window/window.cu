@@ -1608,17 +1608,18 @@ __global__ void __launch_bounds__(kThreads, 1)
  * they finish tile k - LAG from its carry once the exchange has it. The
  * exchange, tile after tile, in two batches of words: the aggregates of
  * the group's members before the tile (after which a group's last member
- * publishes the group's aggregate), then every group's aggregate of the
- * window. The groups before the tile's own and the members before it
- * give its carry from the state after the previous window; all groups
- * give the state after this one, which the exchange keeps (with XT > 1
- * hands to the next tile's team through shared memory), so no chain runs
- * between blocks. The producer refills a stage once its tile is
- * finished. Handshakes by mbarriers: full (copy landed), empty (tile
- * finished), agg (aggregate in shared memory), carry (carry in shared
- * memory), pbar (the state after a window, between teams); the workers'
- * block scan by a named barrier of their
- * own. NS >= LAG + 2.
+ * publishes the group's aggregate), then the groups' aggregates. The
+ * state after the previous window closes the carry: with CHAIN, published
+ * by the window's last position (as MODE 2), the second batch the groups
+ * before the tile's own; without, every group of the window in the second
+ * batch, so that the exchange keeps the state after each window itself
+ * (teams hand it on through shared memory) and no chain of states runs
+ * between blocks. The producer refills a stage once its tile is finished.
+ * Handshakes by mbarriers: full (copy landed), empty (tile finished), agg
+ * (aggregate in shared memory), carry (carry in shared memory), pbar (the
+ * state after a window, between teams); the workers' block scan by a
+ * named barrier of their own. NS >= LAG + 2. With p.prof, thread 0 and
+ * the first exchange thread count clocks per tile (the host prints them).
  */
 constexpr int kXThreads = W, kSlots = 4,
               kXWords = 11; /* the most words a batch: 132 positions in groups of 12 */
