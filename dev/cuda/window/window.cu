@@ -103,7 +103,9 @@ struct wparams {
     int tstore; /* full tiles' results written into their stage and stored by TMA */
     int nofold; /* pipelined: no words loaded, the carry the worker's own state (wrong) */
     int fast;   /* pipelined: the full windows' slices' addresses computed once */
-    unsigned long long *prof; /* pipelined: per block kProf clock sums (null: none) */
+    unsigned long long *prof;    /* pipelined: per block kProf clock sums (null: none) */
+    unsigned long long *counter; /* warp-specialized by ticket: the tickets' counter */
+    unsigned long long tbase;    /* and this launch's first ticket */
 };
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
@@ -1639,24 +1641,40 @@ constexpr int ws_threads(int XT)
     return kThreads + XT * kXThreads + 32;
 }
 
-template <typename Tst, int S, int NS, int LAG, int XT, bool CHAIN, bool BWD>
+/* Chunk index, chain, window, position and group of tile n (n = chunk R +
+ * chain: the tiles in ticket order). */
+struct tile_at {
+    int64_t c, w;
+    int r, pos, grp, m;
+    __device__ tile_at(const wparams &p, int64_t n, int Gc)
+    {
+        c = n / p.R;
+        r = (int)(n % p.R);
+        w = c / Gc;
+        pos = (int)(c % Gc);
+        grp = pos / p.g;
+        m = pos - grp * p.g;
+    }
+};
+
+template <typename Tst, int S, int NS, int LAG, int XT, bool TICKET, bool BWD>
 __global__ void __launch_bounds__(ws_threads(XT), 1)
     swindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
                    const __grid_constant__ CUtensorMap td)
 {
-    static_assert(NS >= LAG + 2 && kSlots >= LAG + 2, "stages or slots too few for the lag");
+    static_assert(NS >= LAG + 2 && kSlots >= LAG + 2 && kSlots >= XT, "too few stages or slots");
     constexpr int L = TY * S;
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
+    __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
     __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
-    __shared__ uint64_t pbar[kSlots];
-    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W], pstate[kSlots][W];
+    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W];
     Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     const worker wk = worker_at<L>(p);
-    const int tid = wk.tid, R = wk.R, Gc = wk.Gc, r = wk.r, pos = wk.pos, grp = wk.grp;
-    const int64_t c0 = wk.c0, NC = wk.NC, nk = wk.nk;
+    const int tid = wk.tid, R = wk.R, Gc = wk.Gc;
+    const int64_t NC = wk.NC, NT = NC * R;
     if (tid == 0) {
         for (int s = 0; s < NS; s++) {
             mbar_init(&full[s], 1);
@@ -1665,91 +1683,88 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         for (int q = 0; q < kSlots; q++) {
             mbar_init(&aggbar[q], W);
             mbar_init(&carrybar[q], kXThreads);
-            mbar_init(&pbar[q], kXThreads);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
-    if (tid >= kThreads + XT * kXThreads) { /* the producer */
+    if (tid >= kThreads + XT * kXThreads) { /* the producer: tiles by ticket or this worker's */
         if (tid != kThreads + XT * kXThreads)
             return;
-        for (int64_t k = 0; k < nk; k++) {
+        for (int64_t k = 0;; k++) {
             if (k >= NS)
                 mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
-            issue_tile<L, BWD>(p, &ta, &tb, r, c0 + k * Gc, stage(k), &full[k % NS]);
+            const int64_t n = TICKET      ? (int64_t)(atomicAdd(p.counter, 1ull) - p.tbase)
+                              : k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r
+                                          : NT;
+            if (n >= NT) { /* the end: a stage with no tile */
+                stile[k % NS] = -1;
+                mbar_arrive(&full[k % NS]);
+                return;
+            }
+            stile[k % NS] = n;
+            issue_tile<L, BWD>(p, &ta, &tb, (int)(n % R), n / R, stage(k), &full[k % NS]);
         }
-        return;
     }
 
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
         const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
-        const int m = pos - grp * p.g; /* members of the group before this position */
         const bool prof = p.prof && col == 0 && team == 0;
         unsigned long long ck[5] = {0, 0, 0, 0, 0}; /* clocks: agg, members, groups, state; tiles */
         int polls = 0;
-        float P = 0.0f; /* the state after the previous window (h0 = 0 before window 0) */
-        for (int64_t k = team; k < nk; k += XT) {
+        for (int64_t k = team;; k += XT) {
             unsigned long long c0k = prof ? clock64() : 0, c1k;
-            const int gsz = group_size(p, k, Gc, grp, NC);
-            const int64_t first = k * Gc + grp * p.g, left = NC - k * Gc;
-            const int ngk =
-                (int)(((left < Gc ? left : Gc) + p.g - 1) / p.g); /* groups with tiles */
-            auto qm = [&](int e) { return p.words + ((first + e) * R + r) * 2 * W + col; };
-            auto qg = [&](int e) { return p.gwords + ((k * p.ng + e) * R + r) * 2 * W + col; };
-            float sA[3], sB[3]; /* the groups before, the members before, the groups from grp on */
+            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            const int64_t n = atile[k % kSlots];
+            if (n < 0)
+                break;
+            const tile_at t(p, n, Gc);
+            const int gsz = group_size(p, t.w, Gc, t.grp, NC);
+            const int64_t first = t.w * Gc + t.grp * p.g;
+            auto qm = [&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; };
+            auto qg = [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * W + col; };
+            float sA[3], sB[3]; /* the groups before, the members before */
             identity3(sA, sB);
             slice_words<kXWords> v;
-            load_pairs<kXWords>(qm, m, v);
-            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            load_pairs<kXWords>(qm, t.m, v);
             if (prof) {
                 c1k = clock64();
                 ck[0] += c1k - c0k;
                 c0k = c1k;
             }
             poll_fold<kXWords>(
-                qm, [](int) { return 1; }, m, p.tag, v, sA, sB, polls);
+                qm, [](int) { return 1; }, t.m, p.tag, v, sA, sB, polls);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
-            if (m == gsz - 1) /* the group's aggregate: its members before, then this tile */
-                publish_pair(p.gwords + ((k * p.ng + grp) * R + r) * 2 * W, col, myA * sA[1],
+            if (t.m == gsz - 1) /* the group's aggregate: its members before, then this tile */
+                publish_pair(p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W, col, myA * sA[1],
                              myA * sB[1] + myB, p.tag);
             if (prof) {
                 c1k = clock64();
                 ck[1] += c1k - c0k;
                 c0k = c1k;
             }
-            /* CHAIN: the groups before; else every group of the window */
-            load_pairs<kXWords>(qg, CHAIN ? grp : ngk, v);
+            load_pairs<kXWords>(qg, t.grp, v);
             poll_fold<kXWords>(
-                qg, [&](int e) { return e < grp ? 0 : 2; }, CHAIN ? grp : ngk, p.tag, v, sA, sB,
-                polls);
+                qg, [](int) { return 0; }, t.grp, p.tag, v, sA, sB, polls);
             if (prof) {
                 c1k = clock64();
                 ck[2] += c1k - c0k;
                 c0k = c1k;
             }
-            if (CHAIN && k > 0) { /* published by the previous window's last position */
-                const unsigned long long *pw = p.pwords + ((k - 1) * R + r) * W + col;
+            float P = 0.0f; /* the state after window w - 1 (h0 = 0 before window 0) */
+            if (t.w > 0) {  /* published by that window's last position */
+                const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * W + col;
                 unsigned long long u = ld_word(pw);
                 while ((unsigned)(u >> 32) != p.tag)
                     u = ld_word(pw);
                 P = __uint_as_float((unsigned)u);
             }
-            if (!CHAIN && XT > 1 && k > 0) { /* the previous tile's team hands the state over */
-                mbar_wait(&pbar[(k - 1) % kSlots], (unsigned)(((k - 1) / kSlots) & 1));
-                P = pstate[(k - 1) % kSlots][col];
-            }
             const float x = sA[0] * P + sB[0]; /* the state before this tile's group */
             const float cin = sA[1] * x + sB[1];
             carry[k % kSlots][col] = cin;
             mbar_arrive(&carrybar[k % kSlots]);
-            if (CHAIN && pos == Gc - 1)
-                st_word(p.pwords + (k * R + r) * W + col, make_word(myA * cin + myB, p.tag));
-            P = sA[2] * x + sB[2]; /* !CHAIN: the state after window k */
-            if (!CHAIN && XT > 1) {
-                pstate[k % kSlots][col] = P;
-                mbar_arrive(&pbar[k % kSlots]);
-            }
+            if (t.pos == Gc - 1)
+                st_word(p.pwords + (t.w * R + t.r) * W + col, make_word(myA * cin + myB, p.tag));
             if (prof) {
                 ck[3] += clock64() - c0k;
                 ck[4]++;
@@ -1770,53 +1785,70 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     const bool wprof = p.prof && tid == 0;
     unsigned long long wck[3] = {0, 0, 0}; /* clocks waiting for a copy, for a carry; tiles */
     float eA[LAG + 1][4], eB[LAG + 1][4];  /* the prefixes of tiles k, k - 1, ..., k - LAG */
+    int64_t en[LAG + 1];                   /* and their tiles */
 #pragma unroll
-    for (int i = 0; i <= LAG; i++)
+    for (int i = 0; i <= LAG; i++) {
+        en[i] = -1;
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             eA[i][v] = 1.0f;
             eB[i][v] = 0.0f;
         }
-    for (int64_t k = 0; k < nk + LAG; k++) {
+    }
+    int64_t kend = -1; /* the iteration that found no tile */
+    for (int64_t k = 0; kend < 0 || k < kend + LAG; k++) {
         float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (k < nk) {
-            int64_t t0;
-            int nr;
-            chunk_rows<L, BWD>(p, c0 + k * Gc, t0, nr);
+        int64_t n = -1;
+        if (kend < 0) {
             const unsigned long long cf0 = wprof ? clock64() : 0;
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
             if (wprof)
                 wck[0] += clock64() - cf0;
+            n = stile[k % NS];
+            if (n < 0)
+                kend = k;
+        }
+        if (n >= 0) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, BWD>(p, n / R, t0, nr);
             float A[4], Bs[4], xA[4], xB[4], nA, nB;
             tile_summary<Tst, S, BWD>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
             warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
             workers_sync();
             tile_prefix(tid, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB, pA, pB, nA, nB);
             if (tid < W) {
-                publish_pair(p.words + ((c0 + k * Gc) * R + r) * 2 * W, tid, nA, nB, p.tag);
+                publish_pair(p.words + n * 2 * W, tid, nA, nB, p.tag);
                 aggA[k % kSlots][tid] = nA;
                 aggB[k % kSlots][tid] = nB;
+                if (tid == 0)
+                    atile[k % kSlots] = n;
                 mbar_arrive(&aggbar[k % kSlots]);
             }
         }
 #pragma unroll
-        for (int i = LAG; i >= 1; i--)
+        for (int i = LAG; i >= 1; i--) {
+            en[i] = en[i - 1];
 #pragma unroll
             for (int v = 0; v < 4; v++) {
                 eA[i][v] = eA[i - 1][v];
                 eB[i][v] = eB[i - 1][v];
             }
+        }
+        en[0] = n;
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             eA[0][v] = pA[v];
             eB[0][v] = pB[v];
         }
-        const int64_t kf = k - LAG; /* the tile finished in this iteration */
-        if (kf < 0)
+        const int64_t kf = k - LAG, nf = en[LAG]; /* the tile finished in this iteration */
+        if (kf < 0 || nf < 0)
             continue;
+        const int64_t cf = nf / R;
+        const int rf = (int)(nf % R);
         typename raw4<Tst>::type hq[BWD ? S : 1];
         if constexpr (BWD)
-            hprev_load<Tst, S, L>(p, hf, c0 + kf * Gc, r, ty, tx, hq);
+            hprev_load<Tst, S, L>(p, hf, cf, rf, ty, tx, hq);
         const unsigned long long cc0 = wprof ? clock64() : 0;
         mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
         if (wprof) {
@@ -1827,12 +1859,20 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
 #pragma unroll
         for (int v = 0; v < 4; v++)
             st[v] = eA[LAG][v] * carry[kf % kSlots][tx * 4 + v] + eB[LAG][v];
-        tile_finish<Tst, S, L, BWD>(p, stage(kf), stage(kf) + L * W, c0 + kf * Gc, r, ty, tx, st,
-                                    hq, hout, dout);
+        tile_finish<Tst, S, L, BWD>(p, stage(kf), stage(kf) + L * W, cf, rf, ty, tx, st, hq, hout,
+                                    dout);
         __syncwarp();
         if (lane == 0)
             mbar_arrive(&empty[kf % NS]);
     }
+    /* every carry taken, so every aggregate slot read: one end mark a team */
+    workers_sync();
+    if (tid < W)
+        for (int j = 0; j < XT; j++) {
+            if (tid == 0)
+                atile[(kend + j) % kSlots] = -1;
+            mbar_arrive(&aggbar[(kend + j) % kSlots]);
+        }
     if (wprof)
         for (int i = 0; i < 3; i++)
             p.prof[blockIdx.x * kProf + 6 + i] = wck[i];
@@ -1883,6 +1923,7 @@ struct config {
     int counters = 1; /* pipelined: built with the phase counters */
     int cs = 0;       /* clusters: blocks a cluster */
     int xt = 1;       /* warp specialization: exchange teams */
+    int tk = 0;       /* warp specialization: tiles by ticket */
 };
 
 /* clang-format off */
@@ -1901,8 +1942,8 @@ struct config {
 #define PCFGF0(S, NS, E, B) {#S ":" #NS " E" #E " fast, no counters", pwindow_kernel<float, S, NS, E, B, false>, S, NS, 6, B, 4, 0, 0, 0, 1, 0}
 #define CCFG(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<float, S, NS, CS, B>, S, NS, 8, B, 4, 0, 0, 0, 0, 1, CS}
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
-#define SCFG(S, NS, LAG, XT, CH, B) {#S ":" #NS " lag" #LAG " x" #XT " c" #CH, swindow_kernel<float, S, NS, LAG, XT, CH, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT}
-#define SCFG16(S, NS, LAG, XT, CH, B) {#S ":" #NS " lag" #LAG " x" #XT " c" #CH, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, CH, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT}
+#define SCFG(S, NS, LAG, XT, TK, B) {#S ":" #NS " lag" #LAG " x" #XT " t" #TK, swindow_kernel<float, S, NS, LAG, XT, TK, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT, TK}
+#define SCFG16(S, NS, LAG, XT, TK, B) {#S ":" #NS " lag" #LAG " x" #XT " t" #TK, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, TK}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -2000,12 +2041,12 @@ int main(int argc, char **argv)
         CCFG(6, 4, 16, true),    CCFG16(12, 4, 8, true)};
     /* --ws: warp specialization */
     const config ws_cfgs[] = {
-        CFG(4, 6, 0, false),        CFG(9, 3, 2, false),           SCFG(6, 4, 1, 2, 1, false),
-        SCFG(6, 4, 1, 2, 0, false), SCFG(4, 6, 2, 4, 1, false),    SCFG(4, 6, 2, 4, 0, false),
-        SCFG(8, 3, 1, 2, 1, false), SCFG(8, 3, 1, 3, 1, false),    SCFG(6, 4, 1, 3, 1, false),
-        SCFG(5, 5, 2, 4, 1, false), SCFG16(12, 4, 1, 2, 1, false), SCFG16(12, 4, 1, 3, 1, false),
-        CFG(4, 6, 0, true),         SCFG(6, 4, 1, 2, 1, true),     SCFG(6, 4, 1, 3, 1, true),
-        SCFG(4, 6, 2, 4, 1, true),  SCFG16(12, 4, 1, 3, 1, true)};
+        CFG(4, 6, 0, false),           CFG(9, 3, 2, false),           SCFG(6, 4, 1, 2, 0, false),
+        SCFG(6, 4, 1, 2, 1, false),    SCFG(8, 3, 1, 2, 0, false),    SCFG(8, 3, 1, 2, 1, false),
+        SCFG(8, 3, 1, 3, 1, false),    SCFG(5, 5, 2, 3, 1, false),    SCFG(4, 6, 2, 3, 1, false),
+        SCFG16(12, 4, 1, 2, 1, false), SCFG16(10, 5, 2, 3, 1, false), CFG(4, 6, 0, true),
+        SCFG(6, 4, 1, 2, 0, true),     SCFG(6, 4, 1, 2, 1, true),     SCFG(5, 5, 2, 3, 1, true),
+        SCFG16(12, 4, 1, 2, 1, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
@@ -2074,6 +2115,9 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaMalloc(&words, nwords * 8));
         CUDA_CHECK(cudaMemset(words, 0, nwords * 8));
         unsigned tag = 0;
+        unsigned long long *counter, tbase = 0; /* the ticketed kernels' counter */
+        CUDA_CHECK(cudaMalloc(&counter, sizeof *counter));
+        CUDA_CHECK(cudaMemset(counter, 0, sizeof *counter));
         if (probing) { /* the idle baseline */
             const int reps = 64;
             unsigned long long *dout_p, hout_p[2 * 132 * 4];
@@ -2204,9 +2248,15 @@ int main(int argc, char **argv)
                              cf.tstore,
                              cf.nofold,
                              cf.fast,
-                             nullptr};
+                             nullptr,
+                             nullptr,
+                             0};
+                const unsigned long long nt = (unsigned long long)((T + L - 1) / L) * R;
                 auto launch = [&]() {
                     p.tag = ++tag;
+                    p.counter = counter;
+                    p.tbase = tbase;
+                    tbase += nt + (unsigned long long)p.G; /* every block takes one ticket past */
                     void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
                     if (cf.mode == 8) { /* cooperative if the driver takes it with clusters */
                         if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess &&
@@ -2356,6 +2406,7 @@ int main(int argc, char **argv)
             }
         }
         CUDA_CHECK(cudaFree(words));
+        CUDA_CHECK(cudaFree(counter));
         CUDA_CHECK(cudaFree(da));
         CUDA_CHECK(cudaFree(db));
         CUDA_CHECK(cudaFree(dhf));
