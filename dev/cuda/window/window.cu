@@ -1694,9 +1694,11 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         for (int64_t k = 0;; k++) {
             if (k >= NS)
                 mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
-            const int64_t n = TICKET      ? (int64_t)(atomicAdd(p.counter, 1ull) - p.tbase)
-                              : k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r
-                                          : NT;
+            int64_t n = k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r : NT;
+            if (TICKET) { /* a ticket below the launch's base (the host's error): no tile */
+                const unsigned long long u = atomicAdd(p.counter, 1ull);
+                n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
+            }
             if (n >= NT) { /* the end: a stage with no tile */
                 stile[k % NS] = -1;
                 mbar_arrive(&full[k % NS]);
@@ -2256,7 +2258,8 @@ int main(int argc, char **argv)
                     p.tag = ++tag;
                     p.counter = counter;
                     p.tbase = tbase;
-                    tbase += nt + (unsigned long long)p.G; /* every block takes one ticket past */
+                    if (cf.tk) /* every block takes one ticket past the last tile */
+                        tbase += nt + (unsigned long long)p.G;
                     void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
                     if (cf.mode == 8) { /* cooperative if the driver takes it with clusters */
                         if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess &&
