@@ -2329,19 +2329,29 @@ int main(int argc, char **argv)
                        t * 1e3, bw * 1e-9, 100.0 * bw / roof, err,
                        (cf.mode == 2 || cf.mode >= 4) && !cf.nofold && !(err < tol) ? " FAIL" : "");
                 fflush(stdout);
-                if (probing && cf.mode == 0) {
-                    unsigned long long *dprof, hprof[kProf * 132 * 4];
+                /* one launch with p.prof set (after a flush if asked): the blocks'
+                 * kProf counters into hprof, or false where the grid is too large */
+                static unsigned long long hprof[kProf * 132 * 4];
+                auto launch_counted = [&](bool flush) {
                     const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
                     if (p.G > 132 * 4)
-                        return 1;
+                        return false;
+                    unsigned long long *dprof;
                     CUDA_CHECK(cudaMalloc(&dprof, pbytes));
+                    CUDA_CHECK(cudaMemset(dprof, 0, pbytes));
                     p.prof = dprof;
-                    bench_flush_before(s);
+                    if (flush)
+                        bench_flush_before(s);
                     launch();
                     CUDA_CHECK(cudaStreamSynchronize(s));
                     p.prof = nullptr;
                     CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
                     CUDA_CHECK(cudaFree(dprof));
+                    return true;
+                };
+                if (probing && cf.mode == 0) {
+                    if (!launch_counted(true))
+                        return 1;
                     double c[4] = {0, 0, 0, 0};
                     for (int bk = 0; bk < p.G; bk++)
                         for (int i = 0; i < 4; i++)
@@ -2353,18 +2363,8 @@ int main(int argc, char **argv)
                     fflush(stdout);
                 }
                 if (cf.mode == 10) { /* one launch with the exchange's and the workers' clocks */
-                    unsigned long long *dprof, hprof[kProf * 132 * 4];
-                    const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
-                    if (p.G > 132 * 4)
+                    if (!launch_counted(false))
                         return 1;
-                    CUDA_CHECK(cudaMalloc(&dprof, pbytes));
-                    CUDA_CHECK(cudaMemset(dprof, 0, pbytes));
-                    p.prof = dprof;
-                    launch();
-                    CUDA_CHECK(cudaStreamSynchronize(s));
-                    p.prof = nullptr;
-                    CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
-                    CUDA_CHECK(cudaFree(dprof));
                     double c[9] = {0};
                     for (int bk = 0; bk < p.G; bk++)
                         for (int i = 0; i < 9; i++)
@@ -2379,17 +2379,8 @@ int main(int argc, char **argv)
                 }
                 if ((profile || tma) && cf.mode == 6 &&
                     cf.counters) { /* one launch with the phases' clocks */
-                    unsigned long long *dprof, hprof[kProf * 132 * 4];
-                    const size_t pbytes = (size_t)p.G * kProf * sizeof(unsigned long long);
-                    if (p.G > 132 * 4)
+                    if (!launch_counted(false))
                         return 1;
-                    CUDA_CHECK(cudaMalloc(&dprof, pbytes));
-                    p.prof = dprof;
-                    launch();
-                    CUDA_CHECK(cudaStreamSynchronize(s));
-                    p.prof = nullptr;
-                    CUDA_CHECK(cudaMemcpy(hprof, dprof, pbytes, cudaMemcpyDeviceToHost));
-                    CUDA_CHECK(cudaFree(dprof));
                     double ph[kProf] = {0};
                     for (int bk = 0; bk < p.G; bk++)
                         for (int i = 0; i < kProf - 1; i++)
