@@ -38,9 +38,10 @@
  *  8  cwindow_kernel: thread-block clusters, the blocks of a cluster
  *     exchanging their aggregates through distributed shared memory and
  *     only the clusters' totals going through L2, at a lag of two tiles;
- * 10  swindow_kernel: MODE 2's exchange in warps of its own (64 threads,
- *     one a column), the copies issued by a producer thread, and the 256
- *     tile threads finishing tile k - LAG in iteration k.
+ * 10  swindow_kernel: MODE 2's exchange in warps of its own (teams of 64
+ *     threads, one a column), the copies issued by a producer thread, the
+ *     256 tile threads finishing tile k - LAG in iteration k; tiles by
+ *     worker as the others or by ticket (see the kernel's comment).
  * Modes 2, 4, 6, 8 and 10 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
@@ -1604,24 +1605,25 @@ __global__ void __launch_bounds__(kThreads, 1)
  * swindow_kernel: the groups' exchange (MODE 2) taken off the tile's
  * threads. A block of ws_threads(XT) threads: 256 workers (the 16 x 16
  * tile threads of the other kernels), XT teams of 64 exchange threads
- * (one a column; team e takes the tiles k = e mod XT) and one producer
- * thread. Tile k's workers reduce it, publish its aggregate
- * (tagged words, and a copy in shared memory for the exchange) and go on;
- * they finish tile k - LAG from its carry once the exchange has it. The
- * exchange, tile after tile, in two batches of words: the aggregates of
- * the group's members before the tile (after which a group's last member
- * publishes the group's aggregate), then the groups' aggregates. The
- * state after the previous window closes the carry: with CHAIN, published
- * by the window's last position (as MODE 2), the second batch the groups
- * before the tile's own; without, every group of the window in the second
- * batch, so that the exchange keeps the state after each window itself
- * (teams hand it on through shared memory) and no chain of states runs
- * between blocks. The producer refills a stage once its tile is finished.
- * Handshakes by mbarriers: full (copy landed), empty (tile finished), agg
- * (aggregate in shared memory), carry (carry in shared memory), pbar (the
- * state after a window, between teams); the workers' block scan by a
- * named barrier of their own. NS >= LAG + 2. With p.prof, thread 0 and
- * the first exchange thread count clocks per tile (the host prints them).
+ * (one a column; team e takes the block's tiles k = e mod XT) and one
+ * producer thread. The producer fills a stage with the block's next tile
+ * (TICKET: the tile of a ticket taken from a global counter when the
+ * stage is free; else worker j's tiles as in the other kernels) and
+ * marks the stage with it, or with -1 at the end. The workers reduce
+ * tile k, publish its aggregate (tagged words, and a copy in shared
+ * memory for the exchange) and go on; they finish tile k - LAG from its
+ * carry once the exchange has it. The exchange, tile after tile, in two
+ * batches of words: the aggregates of the group's members before the tile
+ * (after which a group's last member publishes the group's aggregate),
+ * then the groups' before the tile's own; the state after the previous
+ * window, published by that window's last position, closes the carry.
+ * Every wait is on a tile before the tile waiting, in the tiles' order
+ * (ticket order), so the kernel cannot deadlock while every block is
+ * resident (a cooperative launch). Handshakes by mbarriers: full (copy
+ * landed), empty (tile finished), agg (aggregate in shared memory), carry
+ * (carry in shared memory); the workers' block scan by a named barrier of
+ * their own. NS >= LAG + 2. With p.prof, thread 0 and the first exchange
+ * thread count clocks per tile (the host prints them).
  */
 constexpr int kXThreads = W, kSlots = 4,
               kXWords = 11; /* the most words a batch: 132 positions in groups of 12 */
