@@ -399,6 +399,26 @@ __device__ __forceinline__ void tile_prefix(int tid, int warp, int tx, const flo
         }
 }
 
+/* The newest tile's prefixes (pA, pB) pushed onto the list eA, eB of the
+ * tiles held (index 0 the newest), the oldest dropped. */
+template <int N>
+__device__ __forceinline__ void push_prefix(float (&eA)[N][4], float (&eB)[N][4],
+                                            const float (&pA)[4], const float (&pB)[4])
+{
+#pragma unroll
+    for (int j = N - 1; j > 0; j--)
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[j][v] = eA[j - 1][v];
+            eB[j][v] = eB[j - 1][v];
+        }
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        eA[0][v] = pA[v];
+        eB[0][v] = pB[v];
+    }
+}
+
 /* The backward's h_{t-1} for thread (ty, tx)'s steps of chunk c, loaded
  * raw ahead of the tile's finish. */
 template <typename Tst, int S, int L>
@@ -976,13 +996,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (k - 2 + NS) * Gc, stage(k - 2 + NS),
                                &full[(k - 2 + NS) % NS]);
         }
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            eA[1][v] = eA[0][v];
-            eB[1][v] = eB[0][v];
-            eA[0][v] = pA[v];
-            eB[0][v] = pB[v];
-        }
+        push_prefix(eA, eB, pA, pB);
         aggA[1] = aggA[0];
         aggB[1] = aggB[0];
         aggA[0] = nA;
@@ -1370,18 +1384,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                &full[(kf + NS) % NS]);
         }
         mark(8);
-#pragma unroll
-        for (int j = D - 1; j > 0; j--)
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                eA[j][v] = eA[j - 1][v];
-                eB[j][v] = eB[j - 1][v];
-            }
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            eA[0][v] = pA[v];
-            eB[0][v] = pB[v];
-        }
+        push_prefix(eA, eB, pA, pB);
     }
     if (tid == 0)
         bulk_wait_all();
@@ -1578,13 +1581,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             issue_tile<L, BWD>(p, &ta, &tb, r, c0 + (kf + NS) * Gc, stage(kf + NS),
                                &full[(kf + NS) % NS]);
         }
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            eA[1][v] = eA[0][v];
-            eB[1][v] = eB[0][v];
-            eA[0][v] = pA[v];
-            eB[0][v] = pB[v];
-        }
+        push_prefix(eA, eB, pA, pB);
     };
     for (int64_t k = 0; k < NW + 2;
          k += 2) { /* two iterations a turn: the totals' buffers by parity */
@@ -1696,10 +1693,12 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         for (int64_t k = 0;; k++) {
             if (k >= NS)
                 mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
-            int64_t n = k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r : NT;
+            int64_t n;
             if (TICKET) { /* a ticket below the launch's base (the host's error): no tile */
                 const unsigned long long u = atomicAdd(p.counter, 1ull);
                 n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
+            } else {
+                n = k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r : NT;
             }
             if (n >= NT) { /* the end: a stage with no tile */
                 stile[k % NS] = -1;
@@ -1717,7 +1716,14 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         unsigned long long ck[5] = {0, 0, 0, 0, 0}; /* clocks: agg, members, groups, state; tiles */
         int polls = 0;
         for (int64_t k = team;; k += XT) {
-            unsigned long long c0k = prof ? clock64() : 0, c1k;
+            unsigned long long c0k = prof ? clock64() : 0;
+            auto lap = [&](int i) { /* the clocks since the last lap into ck[i] */
+                                    if (prof) {
+                                        const unsigned long long c1k = clock64();
+                                        ck[i] += c1k - c0k;
+                                        c0k = c1k;
+                                    }
+            };
             mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
             const int64_t n = atile[k % kSlots];
             if (n < 0)
@@ -1731,30 +1737,18 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
             identity3(sA, sB);
             slice_words<kXWords> v;
             load_pairs<kXWords>(qm, t.m, v);
-            if (prof) {
-                c1k = clock64();
-                ck[0] += c1k - c0k;
-                c0k = c1k;
-            }
+            lap(0);
             poll_fold<kXWords>(
                 qm, [](int) { return 1; }, t.m, p.tag, v, sA, sB, polls);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (t.m == gsz - 1) /* the group's aggregate: its members before, then this tile */
                 publish_pair(p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W, col, myA * sA[1],
                              myA * sB[1] + myB, p.tag);
-            if (prof) {
-                c1k = clock64();
-                ck[1] += c1k - c0k;
-                c0k = c1k;
-            }
+            lap(1);
             load_pairs<kXWords>(qg, t.grp, v);
             poll_fold<kXWords>(
                 qg, [](int) { return 0; }, t.grp, p.tag, v, sA, sB, polls);
-            if (prof) {
-                c1k = clock64();
-                ck[2] += c1k - c0k;
-                c0k = c1k;
-            }
+            lap(2);
             float P = 0.0f; /* the state after window w - 1 (h0 = 0 before window 0) */
             if (t.w > 0) {  /* published by that window's last position */
                 const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * W + col;
@@ -1769,10 +1763,9 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
             mbar_arrive(&carrybar[k % kSlots]);
             if (t.pos == Gc - 1)
                 st_word(p.pwords + (t.w * R + t.r) * W + col, make_word(myA * cin + myB, p.tag));
-            if (prof) {
-                ck[3] += clock64() - c0k;
+            lap(3);
+            if (prof)
                 ck[4]++;
-            }
         }
         if (prof) {
             for (int i = 0; i < 5; i++)
@@ -1830,21 +1823,11 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
                 mbar_arrive(&aggbar[k % kSlots]);
             }
         }
+        push_prefix(eA, eB, pA, pB);
 #pragma unroll
-        for (int i = LAG; i >= 1; i--) {
+        for (int i = LAG; i >= 1; i--)
             en[i] = en[i - 1];
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                eA[i][v] = eA[i - 1][v];
-                eB[i][v] = eB[i - 1][v];
-            }
-        }
         en[0] = n;
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            eA[0][v] = pA[v];
-            eB[0][v] = pB[v];
-        }
         const int64_t kf = k - LAG, nf = en[LAG]; /* the tile finished in this iteration */
         if (kf < 0 || nf < 0)
             continue;
