@@ -85,8 +85,10 @@
 #include "bench_cuda.h" /* after check.h */
 
 constexpr int kThreads = 256, TX = 16, TY = 16, W = 64; /* float4 column threads, time threads */
-constexpr int kProf = 13; /* pipelined profile: 9 phases' clocks (two spare), a word's round trip,
-                             re-polling threads, iterations */
+/* Counters a block, p.prof: the pipelined kernel's 9 phases' clocks (two
+ * spare), a word's round trip, re-polling threads, iterations; --probe's
+ * and --ws's use the first 4 and 9 (see their kernels) */
+constexpr int kProf = 13;
 
 struct wparams {
     const float *a, *b; /* backward: a and dh */
