@@ -72,6 +72,7 @@ struct prnn_cuda_state {
     int sm_count;
     int l2_bytes;
     int smem_optin; /* shared memory a block may opt in to, bytes */
+    int cc_major;   /* compute capability */
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
@@ -166,12 +167,11 @@ prnn_status ws_reserve(prnn_cuda_state *st, size_t nwords, size_t data_bytes)
 
 float *ws_data(prnn_cuda_state *st) { return reinterpret_cast<float *>(st->ws + st->data_offset); }
 
-/* Room for the look-back of `tiles` tiles of W columns, and a fresh epoch
- * for their words. */
-prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
+/* Room for nwords tagged words, and a fresh epoch for them. */
+prnn_status words_reserve(prnn_cuda_state *st, size_t nwords)
 {
-    /* 3 W tagged words per tile, in the zeroed area nothing else writes */
-    prnn_status s = ws_reserve(st, (size_t)tiles * 3 * (size_t)W, 0);
+    /* in the zeroed area nothing else writes */
+    prnn_status s = ws_reserve(st, nwords, 0);
     if (s != PRNN_OK) return s;
     if (++st->epoch >= kEpochLimit) { /* 2^30 launches: start the tags over */
         PRNN_CU(cudaMemsetAsync(st->ws + kWordsOffset, 0,
@@ -179,6 +179,12 @@ prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
         st->epoch = 1;
     }
     return PRNN_OK;
+}
+
+/* Room for the look-back of `tiles` tiles of W columns (3 W words a tile). */
+prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
+{
+    return words_reserve(st, (size_t)tiles * 3 * (size_t)W);
 }
 
 /* Copies the host lengths into the context's device buffer, on the stream. */
@@ -388,33 +394,6 @@ struct lookback_smem {
     long long base[kThreads];               /* (W) next predecessor to examine, -1 done */
     long long lin;
 };
-
-#ifndef PRNN_CUDA_SIM /* the host simulator brings its own, with stale reads */
-/* A look-back word: a float value in the low half, its tag in the high
- * half, stored and loaded as one 64-bit access (single-copy atomic), so a
- * reader sees either the whole new word or an older one. */
-__device__ __forceinline__ unsigned long long ld_word(const unsigned long long *p)
-{
-    unsigned long long v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_word(unsigned long long *p, unsigned long long v)
-{
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-#endif
-
-__device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
-{
-    return ((unsigned long long)tag << 32) | __float_as_uint(v);
-}
-__device__ __forceinline__ unsigned word_tag(unsigned long long w) { return (unsigned)(w >> 32); }
-__device__ __forceinline__ float word_value(unsigned long long w)
-{
-    return __uint_as_float((unsigned)w);
-}
 
 /* Shared-memory slots of VEC floats (16-byte aligned when VEC % 4 == 0). */
 template <int VEC>
@@ -2011,11 +1990,40 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
 
 namespace {
 
+/* WINDOW (scan_window.cu) for a backward it applies to: true, with its
+ * status in *s; false where it does not apply (and in the host simulator,
+ * which has no tensor-map copies). */
+template <typename T, bool BWD>
+bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
+{
+#ifdef PRNN_CUDA_SIM
+    (void)st, (void)p, (void)s;
+    return false;
+#else
+    if (!BWD || !window_applies<T>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
+    *s = words_reserve(st, window_words<T>(p, st->sm_count));
+    if (*s != PRNN_OK) return true;
+    window_launch w;
+    w.words = reinterpret_cast<unsigned long long *>(st->ws + kWordsOffset);
+    w.counter = reinterpret_cast<unsigned long long *>(st->ws);
+    w.ticket_base = st->ticket_base;
+    w.tag = st->epoch << 2 | 3; /* status 3: no chunked or striped word carries it */
+    w.stream = st->stream;
+    w.sm_count = st->sm_count;
+    unsigned long long tickets = 0;
+    const cudaError_t e = window_backward<T>(p, w, &tickets);
+    st->ticket_base += tickets;
+    *s = map_cuda_error(e);
+    return true;
+#endif
+}
+
 template <typename T, bool BWD>
 prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_params &p)
 {
     constexpr int V = vec16<T>();
     const bool vec = vectors_ok(p, BWD, V);
+    prnn_status window_status = PRNN_OK;
     switch (d->algo) {
     case PRNN_SCAN_SERIAL:
         return serial_run<T, BWD>(st, p);
@@ -2024,6 +2032,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
     case PRNN_SCAN_STRIPED:
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
+        if (window_try<T, BWD>(st, p, &window_status)) return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
             return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
@@ -2094,6 +2103,8 @@ extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&st->l2_bytes, cudaDevAttrL2CacheSize, dev);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&st->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&st->cc_major, cudaDevAttrComputeCapabilityMajor, dev);
 #ifdef PRNN_SMEM_OPTIN_CAP /* lab: a smaller card's limit (A100 166912, sm_86/89 101376) */
     if (st->smem_optin > PRNN_SMEM_OPTIN_CAP) st->smem_optin = PRNN_SMEM_OPTIN_CAP;
 #endif

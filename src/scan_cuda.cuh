@@ -220,6 +220,36 @@ __device__ __forceinline__ void store_f(float *p, const float (&v)[VEC])
 }
 
 /* ------------------------------------------------------------------------ */
+/* Tagged words of the look-backs (CHUNKED, segmented STRIPED, WINDOW)      */
+
+#ifndef PRNN_CUDA_SIM /* the host simulator brings its own, with stale reads */
+/* A look-back word: a float value in the low half, its tag in the high
+ * half, stored and loaded as one 64-bit access (single-copy atomic), so a
+ * reader sees either the whole new word or an older one. */
+__device__ __forceinline__ unsigned long long ld_word(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_word(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+#endif
+
+__device__ __forceinline__ unsigned long long make_word(float v, unsigned tag)
+{
+    return ((unsigned long long)tag << 32) | __float_as_uint(v);
+}
+__device__ __forceinline__ unsigned word_tag(unsigned long long w) { return (unsigned)(w >> 32); }
+__device__ __forceinline__ float word_value(unsigned long long w)
+{
+    return __uint_as_float((unsigned)w);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Registers holding one step's VEC elements as loaded: floats, or for
  * 16-bit vectors the raw 16 bytes (half the registers, converted on use),
  * so a thread can keep twice as many bf16/fp16 steps in flight.            */
@@ -607,6 +637,32 @@ __device__ __forceinline__ void state_out(const scan_params &p, int64_t b, int64
         p.dh0[b * p.H + col] = a0 * state;
     }
 }
+
+/* ------------------------------------------------------------------------ */
+/* WINDOW (scan_window.cu): the backward of few long chains on sm_90        */
+
+/* A launch's share of the context: its words (window_words of them, in the
+ * zeroed look-back area), the ticket counter and this launch's first
+ * ticket, a tag no earlier launch used. */
+struct window_launch {
+    unsigned long long *words;
+    unsigned long long *counter;
+    unsigned long long ticket_base;
+    unsigned tag;
+    cudaStream_t stream;
+    int sm_count;
+};
+
+/* Whether WINDOW takes the backward p on a card of compute capability
+ * cc_major with sm_count SMs and smem_optin bytes of shared memory a block. */
+template <typename T>
+bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
+/* The tagged words a launch uses. */
+template <typename T> size_t window_words(const scan_params &p, int sm_count);
+/* Launches the backward; *tickets: the tickets it takes from the counter. */
+template <typename T>
+cudaError_t window_backward(const scan_params &p, const window_launch &w,
+                            unsigned long long *tickets);
 
 } // namespace prnn_cuda
 

@@ -559,6 +559,32 @@ int main(int argc, char **argv)
                 for (int oi = 0; oi < N_OPTS; oi++)
                     run_case(PRNN_SCAN_CHUNKED, dtypes[di], few_long[si], &OPTS[oi]);
     }
+    /* AUTO's backward for one row of H = 64 .. 256 channels at long T: on
+     * sm_90 WINDOW (scan_window.cu, from T = 65536), elsewhere the chunked
+     * scan. Odd T leave a short last tile. The options it takes (h0, dhT
+     * beside dh, dh0) in every dtype; those it leaves to the chunked scan
+     * (reverse, lengths, dh NULL) once. The short T (also in --quick, for
+     * compute-sanitizer) reach WINDOW in builds with PRNN_WINDOW_MIN_T
+     * lowered: one tile, part of one, windows with a last one cut short. */
+    {
+        static const options window_opts[] = {
+            {"plain", 0, 0, 0, 0, 0, 0, 0},
+            {"h0+dhT+dh0", 1, 1, 1, 0, 0, 0, 1},
+        };
+        const shape window_shapes[] = {
+            {1, 1, 64, 0},      {1, 31, 64, 0},      {1, 81, 128, 0},
+            {1, 4001, 256, 0},  {1, 65537, 64, 0},   {1, 300007, 64, 0},
+            {1, 262147, 256, 0}, {1, 524309, 128, 0},
+        };
+        const int nwin = quick ? 4 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
+        for (int si = 0; si < nwin; si++)
+            for (int di = 0; di < 3; di++)
+                for (int oi = 0; oi < 2; oi++)
+                    run_case(PRNN_SCAN_AUTO, dtypes[di], window_shapes[si], &window_opts[oi]);
+        if (!quick)
+            for (int oi = 0; oi < N_OPTS; oi++)
+                run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[5], &OPTS[oi]);
+    }
     /* Many channels: the striped scan's configurations (on an H200, fp32
      * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
      * backward 4 at 1; 16 x 768 backward 2 at 2; 32 x 1024 two waves of

@@ -1,0 +1,697 @@
+/*
+ * scan_window.cu - WINDOW: the backward scan of few long chains on sm_90
+ * (H100, H200), the engine AUTO takes for it where it applies
+ * (window_applies; scan_cuda.cu's run_typed). Everything else, and every
+ * other card, goes to the chunked scan.
+ *
+ * Size letters: T time steps, H channels; tensors (T, H), H contiguous
+ * (B = 1). A chain is a tile column of W = 64 channels (R = H / 64 of
+ * them); a tile is L = 16 S time steps of one chain, the backward walking
+ * time from the end: chunk c of a chain covers the steps T - (c + 1) L ..
+ * T - c L - 1 (the last chunk shorter).
+ *
+ * A persistent grid of G blocks (one an SM, G a multiple of R) takes the
+ * tiles in ticket order (n = chunk * R + chain) from the context's ticket
+ * counter. Tickets are cut into windows of Gc = G / R chunks, and each
+ * window into groups of g = ceil(sqrt(Gc)) positions. A block has:
+ *
+ *  - a producer thread: whenever one of its NS shared-memory stages is
+ *    free, it takes a ticket and copies that tile's a and dh into the stage
+ *    by two tensor-map copies (cp.async.bulk.tensor, counted on the
+ *    stage's mbarrier), marking the stage with the tile;
+ *  - 256 tile threads (16 column threads of 4 channels x 16 time threads
+ *    of S steps): they reduce tile k to its aggregate (A, B) a column,
+ *    publish it as tagged words and hand it to the exchange; then finish
+ *    tile k - LAG from its carry: re-run its steps from the stage, writing
+ *    db = g and da = g h_{t-1} once, and free its stage;
+ *  - XT exchange teams of 64 threads (one a column; team e takes the
+ *    block's tiles k = e mod XT): a tile's carry is the state after the
+ *    previous window (published by that window's last position), composed
+ *    with the aggregates of the groups before the tile's group (published
+ *    by each group's last member) and of its group's members before it.
+ *
+ * Every wait is on a tile of a smaller ticket, taken by a block already
+ * running, so no wait can close a cycle and the grid needs no co-residency.
+ * The carry goes through shared memory and mbarriers: full (copy landed),
+ * empty (tile finished), agg (aggregate handed over), carry (carry ready).
+ *
+ * Measured on an H200 against the chunked scan: see window_cfg and
+ * dev/cuda/README.md (runs r28-r31).
+ */
+#include "scan_cuda.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <type_traits>
+
+namespace prnn_cuda {
+
+namespace {
+
+constexpr int kW = 64;                    /* columns a chain */
+constexpr int kTY = 16;                   /* tile threads: time threads of 16 x 4 columns */
+constexpr int kXThreads = kW, kSlots = 6; /* an exchange team; aggregate and carry slots */
+constexpr int kMaxWords = 11;             /* the most members or groups a fold: Gc <= 144 */
+
+constexpr int window_threads(int XT)
+{
+    return kThreads + XT * kXThreads + 32;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configuration: S steps a time thread (L = 16 S a tile), NS stages, tile   */
+/* k - LAG finished in iteration k, XT exchange teams                         */
+
+/* fp32 6:4 and 16-bit 12:4, lag 2, 3 teams: the longest tiles that fit
+ * four stages (192 KiB). On an H200 at T = 2^20, forward+backward % of the
+ * copy roofline with this backward (run r30, two passes; the forward is
+ * the chunked scan's):
+ *
+ *   S:NS lag teams   fp32 H=64   fp32 H=256   bf16 H=64   bf16 H=256
+ *   5:5 / 10:5 2 3   81.0-81.2   87.1-87.2    68.3-68.5   74.7-74.9
+ *   4:6 / 8:6  2 3   77.8-78.2   84.0         65.7-66.2   70.2-70.4
+ *   6:4 / 12:4 2 3   83.4-83.7   89.4-89.6    70.0-70.3   75.9-76.1
+ *   5:5 / 10:5 3 3   81.9-82.0   87.1-87.2    68.7-68.9   74.8-75.0
+ *   5:5 / 10:5 2 4   71.6-72.2   81.8-81.9    65.2-65.7   67.5-67.8
+ *   5:5 / 10:5 3 4   78.2-78.5   83.6-83.7    66.8-66.9   72.2-72.4
+ *
+ * against 76.1, 81.5, 65.0 and 74.0 with the chunked scan's backward
+ * (run r29). Four teams make 544 threads a block, whose registers spill. The
+ * lag of two tiles and the third team cut the tile threads' wait for a
+ * carry (lab runs r27-r28: 2.3 -> 0.7 us a tile at H = 64), and the
+ * ticket order keeps the blocks from drifting apart.
+ * PRNN_WINDOW_CFG32 / PRNN_WINDOW_CFG16 ("S, NS, LAG, XT"): lab sweeps. */
+#ifndef PRNN_WINDOW_CFG32
+#define PRNN_WINDOW_CFG32 6, 4, 2, 3
+#endif
+#ifndef PRNN_WINDOW_CFG16
+#define PRNN_WINDOW_CFG16 12, 4, 2, 3
+#endif
+template <int S_, int NS_, int LAG_, int XT_> struct window_cfg_of {
+    static constexpr int S = S_, NS = NS_, LAG = LAG_, XT = XT_;
+    static constexpr int L = kTY * S;
+    static_assert(NS >= LAG + 2 && kSlots >= LAG + 2 && kSlots >= XT, "too few stages or slots");
+};
+template <typename T>
+using window_cfg = typename std::conditional<sizeof(T) == 4, window_cfg_of<PRNN_WINDOW_CFG32>,
+                                             window_cfg_of<PRNN_WINDOW_CFG16>>::type;
+/* The stages' shared memory. */
+template <typename T> constexpr size_t window_smem()
+{
+    return (size_t)window_cfg<T>::NS * 2 * window_cfg<T>::L * kW * sizeof(T);
+}
+
+struct window_params {
+    const void *a;    // (T, H)  a_t: the stage holds a_{t+1}; a_0 for dh0
+    const void *hin;  // (T, H)  the forward's h: h_{t-1} of step t
+    void *da, *db;    // (T, H)
+    const float *h0;  // (H)     h_{-1}, NULL = zeros
+    const float *dhT; // (H)     NULL = zeros
+    float *dh0;       // (H)     NULL = not wanted
+    int64_t T;
+    int H, R, G, g, ng;                 /* chains; blocks; positions a group, groups a window */
+    unsigned long long *words;          // (chunks * R, 2, W) per tile its A and B words
+    unsigned long long *gwords;         // (windows * ng * R, 2, W) group aggregates
+    unsigned long long *pwords;         // (windows * R, W) the state after a window
+    unsigned long long *counter, tbase; /* tickets: this launch's are tbase on */
+    unsigned tag;
+};
+
+/* The window's geometry for T and H on sm_count SMs. */
+struct window_geometry {
+    int R, G, Gc, g, ng;
+    int64_t NC, NT, windows;
+    size_t nwords; /* words, gwords and pwords */
+};
+
+window_geometry window_geometry_of(int64_t T, int64_t H, int L, int sm_count)
+{
+    window_geometry w;
+    w.R = (int)(H / kW);
+    w.Gc = sm_count / w.R;
+    /* groups of g <= kMaxWords + 1 positions: folds of at most kMaxWords */
+    if (w.Gc > (kMaxWords + 1) * (kMaxWords + 1))
+        w.Gc = (kMaxWords + 1) * (kMaxWords + 1);
+    w.G = w.Gc * w.R;
+    w.g = 1;
+    while (w.g * w.g < w.Gc)
+        w.g++;
+    w.ng = (w.Gc + w.g - 1) / w.g;
+    w.NC = (T + L - 1) / L;
+    w.NT = w.NC * w.R;
+    w.windows = (w.NC + w.Gc - 1) / w.Gc;
+    w.nwords = (size_t)w.NT * 2 * kW + (size_t)(w.windows * w.ng * w.R) * 2 * kW +
+               (size_t)(w.windows * w.R) * kW;
+    return w;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device side (sm_90 instructions: the kernel is empty on older targets)   */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kTX = 16; /* column threads of 4 channels */
+
+__device__ __forceinline__ uint32_t saddr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *m, unsigned n)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(saddr(m)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *m)
+{
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(saddr(m)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t *m, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(saddr(m)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *m, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n"
+                 "}" ::"r"(saddr(m)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_2d(void *dst, const CUtensorMap *map, int x, int y, uint64_t *m)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];" ::"r"(saddr(dst)),
+                 "l"(map), "r"(x), "r"(y), "r"(saddr(m))
+                 : "memory");
+}
+/* The tile threads' own barrier (the exchange and the producer run on). */
+__device__ __forceinline__ void tile_threads_sync()
+{
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+}
+#endif
+
+/* Chunk c's rows [t0, t0 + n), walking time from the end. */
+template <int L>
+__device__ __forceinline__ void chunk_rows(int64_t T, int64_t c, int64_t &t0, int &n)
+{
+    const int64_t hi = T - c * L;
+    t0 = hi - L > 0 ? hi - L : 0;
+    n = (int)(hi - t0);
+}
+
+/* Four consecutive elements: as stored (4 floats, or 4 16-bit values in two
+ * words) and as floats. */
+template <typename T> struct quad {
+    using raw = typename std::conditional<sizeof(T) == 4, float4, uint2>::type;
+    static __device__ __forceinline__ float4 to4(raw q)
+    {
+        if constexpr (sizeof(T) == 4) {
+            return q;
+        } else {
+            using S = storage<T>;
+            return make_float4(
+                S::to_f((typename S::raw)(q.x & 0xffffu)), S::to_f((typename S::raw)(q.x >> 16)),
+                S::to_f((typename S::raw)(q.y & 0xffffu)), S::to_f((typename S::raw)(q.y >> 16)));
+        }
+    }
+    static __device__ __forceinline__ float4 load(const T *q)
+    {
+        return to4(*reinterpret_cast<const raw *>(q));
+    }
+    static __device__ __forceinline__ raw ldcs(const T *q)
+    {
+        return __ldcs(reinterpret_cast<const raw *>(q));
+    }
+    static __device__ __forceinline__ void stcs(T *q, float4 v)
+    {
+        if constexpr (sizeof(T) == 4)
+            __stcs(reinterpret_cast<float4 *>(q), v);
+        else
+            __stcs(reinterpret_cast<uint2 *>(q),
+                   make_uint2(pack2<T>(v.x, v.y), pack2<T>(v.z, v.w)));
+    }
+};
+
+/* The pairs (A, B) at q(e), e < n <= kMaxWords, polled until both words of
+ * each carry tag (a word found missing is loaded again and tested in the
+ * next round, so a round waits one round trip), then composed in order. */
+template <typename Q>
+__device__ __forceinline__ void fold_pairs(Q q, int n, unsigned tag, float &fA, float &fB)
+{
+    unsigned long long va[kMaxWords], vb[kMaxWords];
+#pragma unroll
+    for (int e = 0; e < kMaxWords; e++) {
+        va[e] = vb[e] = 0ull;
+        if (e < n) {
+            va[e] = ld_word(q(e));
+            vb[e] = ld_word(q(e) + kW);
+        }
+    }
+    for (;;) {
+        bool all = true;
+#pragma unroll
+        for (int e = 0; e < kMaxWords; e++) {
+            if (e >= n)
+                continue;
+            if (word_tag(va[e]) != tag) {
+                va[e] = ld_word(q(e));
+                all = false;
+            }
+            if (word_tag(vb[e]) != tag) {
+                vb[e] = ld_word(q(e) + kW);
+                all = false;
+            }
+        }
+        if (all)
+            break;
+    }
+    fA = 1.0f;
+    fB = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kMaxWords; e++) {
+        if (e >= n)
+            continue;
+        const float qA = word_value(va[e]), qB = word_value(vb[e]);
+        fB = qA * fB + qB;
+        fA = qA * fA;
+    }
+}
+
+/* Tile n's chunk, chain, window, position, group and place in the group. */
+struct tile_at {
+    int64_t c, w;
+    int r, pos, grp, m;
+    __device__ tile_at(const window_params &p, int64_t n, int Gc)
+    {
+        c = n / p.R;
+        r = (int)(n % p.R);
+        w = c / Gc;
+        pos = (int)(c % Gc);
+        grp = pos / p.g;
+        m = pos - grp * p.g;
+    }
+};
+
+template <typename T, int S, int NS, int LAG, int XT>
+__global__ void __launch_bounds__(window_threads(XT), 1)
+    window_bwd_kernel(const __grid_constant__ window_params p,
+                      const __grid_constant__ CUtensorMap ta,
+                      const __grid_constant__ CUtensorMap tdh)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int L = kTY * S;
+    using Q = quad<T>;
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of T */
+    __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
+    __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
+    __shared__ float4 wgA[2][8][kTX], wgB[2][8][kTX];
+    __shared__ float aggA[kSlots][kW], aggB[kSlots][kW], carry[kSlots][kW];
+    T *const ring = reinterpret_cast<T *>(ring_raw);
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * kW; };
+    const int tid = threadIdx.x, R = p.R, Gc = p.G / p.R;
+    const int64_t NC = (p.T + L - 1) / L, NT = NC * R;
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], kThreads / 32);
+        }
+        for (int q = 0; q < kSlots; q++) {
+            mbar_init(&aggbar[q], kW);
+            mbar_init(&carrybar[q], kXThreads);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid >= kThreads + XT * kXThreads) { /* the producer */
+        if (tid != kThreads + XT * kXThreads)
+            return;
+        for (int64_t k = 0;; k++) {
+            if (k >= NS)
+                mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
+            const unsigned long long u = atomicAdd(p.counter, 1ull);
+            const int64_t n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
+            if (n >= NT) { /* the end: a stage with no tile */
+                stile[k % NS] = -1;
+                mbar_arrive(&full[k % NS]);
+                return;
+            }
+            stile[k % NS] = n;
+            int64_t t0;
+            int nr;
+            chunk_rows<L>(p.T, n / R, t0, nr);
+            T *st = stage(k);
+            const int x = (int)(n % R) * kW;
+            /* a at t0 + 1 (a step's coefficient; row T comes as zeros), dh at t0 */
+            mbar_expect(&full[k % NS], 2u * L * kW * sizeof(T));
+            tma_2d(st, &ta, x, (int)(t0 + 1), &full[k % NS]);
+            tma_2d(st + L * kW, &tdh, x, (int)t0, &full[k % NS]);
+        }
+    }
+
+    if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
+        const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
+        for (int64_t k = team;; k += XT) {
+            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
+            const int64_t n = atile[k % kSlots];
+            if (n < 0)
+                break;
+            const tile_at t(p, n, Gc);
+            int64_t gsz = p.g < Gc - t.grp * p.g ? p.g : Gc - t.grp * p.g;
+            const int64_t first = t.w * Gc + t.grp * p.g;
+            if (NC - first < gsz)
+                gsz = NC - first;
+            float mA, mB, gA, gB; /* the members before, the groups before */
+            fold_pairs([&](int e) { return p.words + ((first + e) * R + t.r) * 2 * kW + col; }, t.m,
+                       p.tag, mA, mB);
+            const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
+            if (t.m == gsz - 1) { /* the group's aggregate: its members before, then this tile */
+                unsigned long long *gw = p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * kW;
+                st_word(gw + col, make_word(myA * mA, p.tag));
+                st_word(gw + kW + col, make_word(myA * mB + myB, p.tag));
+            }
+            fold_pairs(
+                [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * kW + col; },
+                t.grp, p.tag, gA, gB);
+            float P; /* the state after window w - 1: published, or dhT before window 0 */
+            if (t.w > 0) {
+                const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * kW + col;
+                unsigned long long u = ld_word(pw);
+                while (word_tag(u) != p.tag)
+                    u = ld_word(pw);
+                P = word_value(u);
+            } else {
+                P = p.dhT ? p.dhT[t.r * kW + col] : 0.0f;
+            }
+            const float cin = mA * (gA * P + gB) + mB;
+            carry[k % kSlots][col] = cin;
+            mbar_arrive(&carrybar[k % kSlots]);
+            if (t.pos == Gc - 1)
+                st_word(p.pwords + (t.w * R + t.r) * kW + col, make_word(myA * cin + myB, p.tag));
+        }
+        return;
+    }
+
+    /* the tile threads: (ty, tx) holds 4 columns of S steps */
+    const int tx = tid % kTX, ty = tid / kTX, warp = tid / 32, lane = tid % 32;
+    const T *const hin = static_cast<const T *>(p.hin);
+    T *const da = static_cast<T *>(p.da), *const db = static_cast<T *>(p.db);
+    float eA[LAG + 1][4], eB[LAG + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
+    int64_t en[LAG + 1];                  /* and their tiles */
+#pragma unroll
+    for (int i = 0; i <= LAG; i++) {
+        en[i] = -1;
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[i][v] = 1.0f;
+            eB[i][v] = 0.0f;
+        }
+    }
+    int64_t kend = -1; /* the iteration that found no tile */
+    for (int64_t k = 0; kend < 0 || k < kend + LAG; k++) {
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int64_t n = -1;
+        if (kend < 0) {
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            n = stile[k % NS];
+            if (n < 0)
+                kend = k;
+        }
+        if (n >= 0) { /* reduce tile k: a scan of the thread sums over the 16 time threads */
+            int64_t t0;
+            int nr;
+            chunk_rows<L>(p.T, n / R, t0, nr);
+            T *const sa = stage(k), *const sdh = stage(k) + L * kW;
+            if (n < R && ty == 0) { /* step T - 1 (this thread's first): g_T = dhT enters at 1 */
+                const float4 one = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+                if constexpr (sizeof(T) == 4)
+                    *reinterpret_cast<float4 *>(sa + (nr - 1) * kW + tx * 4) = one;
+                else
+                    *reinterpret_cast<uint2 *>(sa + (nr - 1) * kW + tx * 4) =
+                        make_uint2(pack2<T>(1.0f, 1.0f), pack2<T>(1.0f, 1.0f));
+            }
+            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = nr - 1 - i;
+                if (i < nr) {
+                    const float4 av = Q::load(sa + row * kW + tx * 4),
+                                 bv = Q::load(sdh + row * kW + tx * 4);
+                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+                    for (int v = 0; v < 4; v++) {
+                        Bs[v] = a4[v] * Bs[v] + b4[v];
+                        A[v] = a4[v] * A[v];
+                    }
+                }
+            }
+            /* the warp's two time rows (lanes 16..31 after 0..15), then the 8 warps */
+            float xA[4], xB[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16),
+                            qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
+                xA[v] = lane >= 16 ? qA : 1.0f;
+                xB[v] = lane >= 16 ? qB : 0.0f;
+            }
+            if (lane >= 16) {
+                wgA[k & 1][warp][tx] =
+                    make_float4(A[0] * xA[0], A[1] * xA[1], A[2] * xA[2], A[3] * xA[3]);
+                wgB[k & 1][warp][tx] = make_float4(A[0] * xB[0] + Bs[0], A[1] * xB[1] + Bs[1],
+                                                   A[2] * xB[2] + Bs[2], A[3] * xB[3] + Bs[3]);
+            }
+            tile_threads_sync();
+            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int w = 0; w < warp; w++) {
+                const float4 qa = wgA[k & 1][w][tx], qb = wgB[k & 1][w][tx];
+                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    wB[v] = qA[v] * wB[v] + qB[v];
+                    wA[v] = qA[v] * wA[v];
+                }
+            }
+#pragma unroll
+            for (int v = 0; v < 4; v++) { /* this thread's exclusive prefix in the tile */
+                pB[v] = xA[v] * wB[v] + xB[v];
+                pA[v] = xA[v] * wA[v];
+            }
+            if (tid < kW) { /* column tid's aggregate: published and handed to the exchange */
+                float nA = 1.0f, nB = 0.0f;
+                for (int w = 0; w < 8; w++) {
+                    const float qA =
+                        reinterpret_cast<const float *>(&wgA[k & 1][w][tid / 4])[tid % 4];
+                    const float qB =
+                        reinterpret_cast<const float *>(&wgB[k & 1][w][tid / 4])[tid % 4];
+                    nB = qA * nB + qB;
+                    nA = qA * nA;
+                }
+                st_word(p.words + n * 2 * kW + tid, make_word(nA, p.tag));
+                st_word(p.words + n * 2 * kW + kW + tid, make_word(nB, p.tag));
+                aggA[k % kSlots][tid] = nA;
+                aggB[k % kSlots][tid] = nB;
+                if (tid == 0)
+                    atile[k % kSlots] = n;
+                mbar_arrive(&aggbar[k % kSlots]);
+            }
+        }
+#pragma unroll
+        for (int j = LAG; j > 0; j--) {
+            en[j] = en[j - 1];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                eA[j][v] = eA[j - 1][v];
+                eB[j][v] = eB[j - 1][v];
+            }
+        }
+        en[0] = n;
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[0][v] = pA[v];
+            eB[0][v] = pB[v];
+        }
+        const int64_t kf = k - LAG, nf = en[LAG]; /* the tile finished in this iteration */
+        if (kf < 0 || nf < 0)
+            continue;
+        int64_t t0;
+        int nr;
+        chunk_rows<L>(p.T, nf / R, t0, nr);
+        const int64_t colo = (nf % R) * kW + tx * 4;
+        typename Q::raw hq[S]; /* h_{t-1} of this thread's steps, loaded before the wait */
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            const int i = ty * S + s;
+            const int64_t t = t0 + nr - 1 - i;
+            hq[s] = i < nr && t >= 1 ? Q::ldcs(hin + (t - 1) * p.H + colo) : typename Q::raw{};
+        }
+        mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+        float g[4];
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            g[v] = eA[LAG][v] * carry[kf % kSlots][tx * 4 + v] + eB[LAG][v];
+        const T *const sa = stage(kf), *const sdh = stage(kf) + L * kW;
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            const int i = ty * S + s, row = nr - 1 - i;
+            if (i < nr) {
+                const float4 av = Q::load(sa + row * kW + tx * 4),
+                             bv = Q::load(sdh + row * kW + tx * 4);
+                g[0] = av.x * g[0] + bv.x;
+                g[1] = av.y * g[1] + bv.y;
+                g[2] = av.z * g[2] + bv.z;
+                g[3] = av.w * g[3] + bv.w;
+                const int64_t t = t0 + row;
+                float4 h = Q::to4(hq[s]);
+                if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
+                    h = p.h0 ? *reinterpret_cast<const float4 *>(p.h0 + colo)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (p.dh0) {
+                        const float4 a0 = Q::load(static_cast<const T *>(p.a) + colo);
+                        *reinterpret_cast<float4 *>(p.dh0 + colo) =
+                            make_float4(a0.x * g[0], a0.y * g[1], a0.z * g[2], a0.w * g[3]);
+                    }
+                }
+                const int64_t o = t * p.H + colo;
+                Q::stcs(db + o, make_float4(g[0], g[1], g[2], g[3]));
+                Q::stcs(da + o, make_float4(g[0] * h.x, g[1] * h.y, g[2] * h.z, g[3] * h.w));
+            }
+        }
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&empty[kf % NS]);
+    }
+    /* every carry taken, so every aggregate slot read: one end mark a team */
+    tile_threads_sync();
+    if (tid < kW)
+        for (int j = 0; j < XT; j++) {
+            if (tid == 0)
+                atile[(kend + j) % kSlots] = -1;
+            mbar_arrive(&aggbar[(kend + j) % kSlots]);
+        }
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host side                                                                 */
+
+/* cuTensorMapEncodeTiled from the driver, looked up once (nullptr: none). */
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
+{
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            f = nullptr;
+        }
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+    }();
+    return fn;
+}
+
+/* A map of boxes W x L over the (T, H) tensor at base. */
+template <typename T> bool tile_map(CUtensorMap *m, const void *base, int64_t T_, int64_t H, int L)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)H, (cuuint64_t)T_},
+                     strides[1] = {(cuuint64_t)H * sizeof(T)};
+    const cuuint32_t box[2] = {(cuuint32_t)kW, (cuuint32_t)L}, es[2] = {1, 1};
+    return encode_fn()(
+               m, sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
+               2, const_cast<void *>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------------ */
+/* Entry points (scan_cuda.cuh)                                             */
+
+#ifndef PRNN_WINDOW_MIN_T
+#define PRNN_WINDOW_MIN_T 65536
+#endif
+
+template <typename T>
+bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin)
+{
+    if (cc_major < 9 || p.B != 1 || p.H % kW || p.lengths || p.reverse || !p.dh)
+        return false;
+    if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
+        return false;
+    const int64_t R = p.H / kW; /* measured at H = 64 and 256 */
+    if (R > 4 || R > sm_count / 8)
+        return false;
+    const void *ptrs[5] = {p.a, p.h_in, p.dh, p.da, p.db};
+    for (const void *q : ptrs)
+        if (reinterpret_cast<uintptr_t>(q) % 16)
+            return false;
+    if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
+        return false;
+    if (p.dh0 && reinterpret_cast<uintptr_t>(p.dh0) % 16)
+        return false;
+    const size_t stat = 4096 * 4; /* the kernel's static shared memory, with room */
+    return window_smem<T>() + stat <= (size_t)smem_optin && encode_fn() != nullptr;
+}
+
+template <typename T> size_t window_words(const scan_params &p, int sm_count)
+{
+    return window_geometry_of(p.T, p.H, window_cfg<T>::L, sm_count).nwords;
+}
+
+template <typename T>
+cudaError_t window_backward(const scan_params &p, const window_launch &wl,
+                            unsigned long long *tickets)
+{
+    using C = window_cfg<T>;
+    const window_geometry w = window_geometry_of(p.T, p.H, C::L, wl.sm_count);
+    auto kernel = window_bwd_kernel<T, C::S, C::NS, C::LAG, C::XT>;
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)window_smem<T>());
+    if (e != cudaSuccess)
+        return e;
+    CUtensorMap ta, tdh;
+    if (!tile_map<T>(&ta, p.a, p.T, p.H, C::L) || !tile_map<T>(&tdh, p.dh, p.T, p.H, C::L))
+        return cudaErrorInvalidValue;
+    window_params wp;
+    wp.a = p.a;
+    wp.hin = p.h_in;
+    wp.da = p.da;
+    wp.db = p.db;
+    wp.h0 = p.h0;
+    wp.dhT = p.dhT;
+    wp.dh0 = p.dh0;
+    wp.T = p.T;
+    wp.H = (int)p.H;
+    wp.R = w.R;
+    wp.G = w.G;
+    wp.g = w.g;
+    wp.ng = w.ng;
+    wp.words = wl.words;
+    wp.gwords = wl.words + (size_t)w.NT * 2 * kW;
+    wp.pwords = wp.gwords + (size_t)(w.windows * w.ng * w.R) * 2 * kW;
+    wp.counter = wl.counter;
+    wp.tbase = wl.ticket_base;
+    wp.tag = wl.tag;
+    kernel<<<w.G, window_threads(C::XT), window_smem<T>(), wl.stream>>>(wp, ta, tdh);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) /* every tile's, and one past the end a block */
+        *tickets = (unsigned long long)w.NT + (unsigned long long)w.G;
+    return e;
+}
+
+#define PRNN_WINDOW_INSTANCES(T)                                                                   \
+    template bool window_applies<T>(const scan_params &, int, int, int);                           \
+    template size_t window_words<T>(const scan_params &, int);                                     \
+    template cudaError_t window_backward<T>(const scan_params &, const window_launch &,            \
+                                            unsigned long long *);
+PRNN_WINDOW_INSTANCES(float)
+PRNN_WINDOW_INSTANCES(__nv_bfloat16)
+PRNN_WINDOW_INSTANCES(__half)
+
+} // namespace prnn_cuda
