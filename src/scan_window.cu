@@ -4,11 +4,11 @@
  * (window_applies; scan_cuda.cu's run_typed). Everything else, and every
  * other card, goes to the chunked scan.
  *
- * Size letters: T time steps, H channels; tensors (T, H), H contiguous
- * (B = 1). A chain is a tile column of W = 64 channels (R = H / 64 of
- * them); a tile is L = 16 S time steps of one chain, the backward walking
- * time from the end: chunk c of a chain covers the steps T - (c + 1) L ..
- * T - c L - 1 (the last chunk shorter).
+ * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
+ * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
+ * H / 64 of them, at most 4); a tile is L = 16 S time steps of one chain,
+ * the backward walking time from the end: chunk c of a chain covers the
+ * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
  *
  * A persistent grid of G blocks (one an SM, G a multiple of R) takes the
  * tiles in ticket order (n = chunk * R + chain) from the context's ticket
@@ -35,9 +35,10 @@
  * The carry goes through shared memory and mbarriers: full (copy landed),
  * empty (tile finished), agg (aggregate handed over), carry (carry ready).
  *
- * Measured on an H200 against the chunked scan: see window_cfg and
- * dev/cuda/README.md (runs r28-r31).
+ * Measured on an H200 against the chunked scan: see window_cfg, and
+ * dev/cuda/README.md and docs/benchmarks/scan_h200.md (runs r28-r32).
  */
+#include "cuda_common.cuh"
 #include "scan_cuda.cuh"
 
 #include <cuda.h>
@@ -102,14 +103,14 @@ template <typename T> constexpr size_t window_smem()
 }
 
 struct window_params {
-    const void *a;    // (T, H)  a_t: the stage holds a_{t+1}; a_0 for dh0
-    const void *hin;  // (T, H)  the forward's h: h_{t-1} of step t
-    void *da, *db;    // (T, H)
-    const float *h0;  // (H)     h_{-1}, NULL = zeros
-    const float *dhT; // (H)     NULL = zeros
-    float *dh0;       // (H)     NULL = not wanted
+    const void *a;    // (B, T, H)  a_t: the stage holds a_{t+1}; a_0 for dh0
+    const void *hin;  // (B, T, H)  the forward's h: h_{t-1} of step t
+    void *da, *db;    // (B, T, H)
+    const float *h0;  // (B, H)     h_{-1}, NULL = zeros
+    const float *dhT; // (B, H)     NULL = zeros
+    float *dh0;       // (B, H)     NULL = not wanted
     int64_t T;
-    int H, R, G, g, ng;                 /* chains; blocks; positions a group, groups a window */
+    int H, Rh, R, G, g, ng; /* chains a row, chains; blocks; positions a group, groups a window */
     unsigned long long *words;          // (chunks * R, 2, W) per tile its A and B words
     unsigned long long *gwords;         // (windows * ng * R, 2, W) group aggregates
     unsigned long long *pwords;         // (windows * R, W) the state after a window
@@ -117,17 +118,17 @@ struct window_params {
     unsigned tag;
 };
 
-/* The window's geometry for T and H on sm_count SMs. */
+/* The window's geometry for R chains of T steps on sm_count SMs. */
 struct window_geometry {
     int R, G, Gc, g, ng;
     int64_t NC, NT, windows;
     size_t nwords; /* words, gwords and pwords */
 };
 
-window_geometry window_geometry_of(int64_t T, int64_t H, int L, int sm_count)
+window_geometry window_geometry_of(int64_t T, int64_t R, int L, int sm_count)
 {
     window_geometry w;
-    w.R = (int)(H / kW);
+    w.R = (int)R;
     w.Gc = sm_count / w.R;
     /* groups of g <= kMaxWords + 1 positions: folds of at most kMaxWords */
     if (w.Gc > (kMaxWords + 1) * (kMaxWords + 1))
@@ -180,11 +181,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t *m, unsigned parity)
                  "r"(parity)
                  : "memory");
 }
-__device__ __forceinline__ void tma_2d(void *dst, const CUtensorMap *map, int x, int y, uint64_t *m)
+/* The box at channel x, time y of row b, counted on m. */
+__device__ __forceinline__ void tma_3d(void *dst, const CUtensorMap *map, int x, int y, int b,
+                                       uint64_t *m)
 {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3}], [%4];" ::"r"(saddr(dst)),
-                 "l"(map), "r"(x), "r"(y), "r"(saddr(m))
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(saddr(dst)),
+                 "l"(map), "r"(x), "r"(y), "r"(b), "r"(saddr(m))
                  : "memory");
 }
 /* The tile threads' own barrier (the exchange and the producer run on). */
@@ -314,6 +317,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * kW; };
     const int tid = threadIdx.x, R = p.R, Gc = p.G / p.R;
     const int64_t NC = (p.T + L - 1) / L, NT = NC * R;
+    grid_dep_begin<false>(); /* holds most of the SM's shared memory: kernel_triggers_early */
     if (tid == 0) {
         for (int s = 0; s < NS; s++) {
             mbar_init(&full[s], 1);
@@ -345,11 +349,11 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             int nr;
             chunk_rows<L>(p.T, n / R, t0, nr);
             T *st = stage(k);
-            const int x = (int)(n % R) * kW;
+            const int r = (int)(n % R), x = r % p.Rh * kW, b = r / p.Rh;
             /* a at t0 + 1 (a step's coefficient; row T comes as zeros), dh at t0 */
             mbar_expect(&full[k % NS], 2u * L * kW * sizeof(T));
-            tma_2d(st, &ta, x, (int)(t0 + 1), &full[k % NS]);
-            tma_2d(st + L * kW, &tdh, x, (int)t0, &full[k % NS]);
+            tma_3d(st, &ta, x, (int)(t0 + 1), b, &full[k % NS]);
+            tma_3d(st + L * kW, &tdh, x, (int)t0, b, &full[k % NS]);
         }
     }
 
@@ -520,13 +524,16 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         int64_t t0;
         int nr;
         chunk_rows<L>(p.T, nf / R, t0, nr);
-        const int64_t colo = (nf % R) * kW + tx * 4;
+        /* the chain's row b and channels: states at scol (b H + channel), tensors at tcol */
+        const int rf = (int)(nf % R);
+        const int64_t scol = (int64_t)rf * kW + tx * 4,
+                      tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * 4;
         typename Q::raw hq[S]; /* h_{t-1} of this thread's steps, loaded before the wait */
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const int i = ty * S + s;
             const int64_t t = t0 + nr - 1 - i;
-            hq[s] = i < nr && t >= 1 ? Q::ldcs(hin + (t - 1) * p.H + colo) : typename Q::raw{};
+            hq[s] = i < nr && t >= 1 ? Q::ldcs(hin + tcol + (t - 1) * p.H) : typename Q::raw{};
         }
         mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
         float g[4];
@@ -547,15 +554,15 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 const int64_t t = t0 + row;
                 float4 h = Q::to4(hq[s]);
                 if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
-                    h = p.h0 ? *reinterpret_cast<const float4 *>(p.h0 + colo)
+                    h = p.h0 ? *reinterpret_cast<const float4 *>(p.h0 + scol)
                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     if (p.dh0) {
-                        const float4 a0 = Q::load(static_cast<const T *>(p.a) + colo);
-                        *reinterpret_cast<float4 *>(p.dh0 + colo) =
+                        const float4 a0 = Q::load(static_cast<const T *>(p.a) + tcol);
+                        *reinterpret_cast<float4 *>(p.dh0 + scol) =
                             make_float4(a0.x * g[0], a0.y * g[1], a0.z * g[2], a0.w * g[3]);
                     }
                 }
-                const int64_t o = t * p.H + colo;
+                const int64_t o = tcol + t * p.H;
                 Q::stcs(db + o, make_float4(g[0], g[1], g[2], g[3]));
                 Q::stcs(da + o, make_float4(g[0] * h.x, g[1] * h.y, g[2] * h.z, g[3] * h.w));
             }
@@ -595,15 +602,17 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
     return fn;
 }
 
-/* A map of boxes W x L over the (T, H) tensor at base. */
-template <typename T> bool tile_map(CUtensorMap *m, const void *base, int64_t T_, int64_t H, int L)
+/* A map of boxes W x L x 1 over the (B, T, H) tensor at base: a box never
+ * crosses into the next row (steps past T come as zeros). */
+template <typename T>
+bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H, int L)
 {
-    const cuuint64_t dims[2] = {(cuuint64_t)H, (cuuint64_t)T_},
-                     strides[1] = {(cuuint64_t)H * sizeof(T)};
-    const cuuint32_t box[2] = {(cuuint32_t)kW, (cuuint32_t)L}, es[2] = {1, 1};
+    const cuuint64_t dims[3] = {(cuuint64_t)H, (cuuint64_t)T_, (cuuint64_t)B},
+                     strides[2] = {(cuuint64_t)H * sizeof(T), (cuuint64_t)(T_ * H) * sizeof(T)};
+    const cuuint32_t box[3] = {(cuuint32_t)kW, (cuuint32_t)L, 1}, es[3] = {1, 1, 1};
     return encode_fn()(
                m, sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
-               2, const_cast<void *>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               3, const_cast<void *>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -620,11 +629,11 @@ template <typename T> bool tile_map(CUtensorMap *m, const void *base, int64_t T_
 template <typename T>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin)
 {
-    if (cc_major < 9 || p.B != 1 || p.H % kW || p.lengths || p.reverse || !p.dh)
+    if (cc_major < 9 || p.H % kW || p.lengths || p.reverse || !p.dh)
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
-    const int64_t R = p.H / kW; /* measured at H = 64 and 256 */
+    const int64_t R = p.B * (p.H / kW); /* chains; measured at 1, 2 and 4 */
     if (R > 4 || R > sm_count / 8)
         return false;
     const void *ptrs[5] = {p.a, p.h_in, p.dh, p.da, p.db};
@@ -641,7 +650,7 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
 
 template <typename T> size_t window_words(const scan_params &p, int sm_count)
 {
-    return window_geometry_of(p.T, p.H, window_cfg<T>::L, sm_count).nwords;
+    return window_geometry_of(p.T, p.B * p.H / kW, window_cfg<T>::L, sm_count).nwords;
 }
 
 template <typename T>
@@ -649,14 +658,15 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
                             unsigned long long *tickets)
 {
     using C = window_cfg<T>;
-    const window_geometry w = window_geometry_of(p.T, p.H, C::L, wl.sm_count);
+    const window_geometry w = window_geometry_of(p.T, p.B * p.H / kW, C::L, wl.sm_count);
     auto kernel = window_bwd_kernel<T, C::S, C::NS, C::LAG, C::XT>;
     cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)window_smem<T>());
     if (e != cudaSuccess)
         return e;
     CUtensorMap ta, tdh;
-    if (!tile_map<T>(&ta, p.a, p.T, p.H, C::L) || !tile_map<T>(&tdh, p.dh, p.T, p.H, C::L))
+    if (!tile_map<T>(&ta, p.a, p.B, p.T, p.H, C::L) ||
+        !tile_map<T>(&tdh, p.dh, p.B, p.T, p.H, C::L))
         return cudaErrorInvalidValue;
     window_params wp;
     wp.a = p.a;
@@ -668,6 +678,7 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
     wp.dh0 = p.dh0;
     wp.T = p.T;
     wp.H = (int)p.H;
+    wp.Rh = (int)(p.H / kW);
     wp.R = w.R;
     wp.G = w.G;
     wp.g = w.g;
@@ -678,7 +689,7 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
     wp.counter = wl.counter;
     wp.tbase = wl.ticket_base;
     wp.tag = wl.tag;
-    kernel<<<w.G, window_threads(C::XT), window_smem<T>(), wl.stream>>>(wp, ta, tdh);
+    launch(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tdh);
     e = cudaGetLastError();
     if (e == cudaSuccess) /* every tile's, and one past the end a block */
         *tickets = (unsigned long long)w.NT + (unsigned long long)w.G;

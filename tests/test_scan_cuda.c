@@ -1,6 +1,6 @@
 /*
  * test_scan_cuda.c - the GPU test suite: every CUDA scan algorithm (SERIAL,
- * TREE, CHUNKED) x storage dtype (F32, BF16, F16) x option set (plain, h0+hT,
+ * TREE, CHUNKED, STRIPED, and AUTO's choices) x storage dtype (F32, BF16, F16) x option set (plain, h0+hT,
  * dhT, reverse, varlen, all combined), forward and backward, checked against
  * the CPU library (the oracle) run in F32 on the same inputs rounded to the
  * storage type. Plus workspace reuse across sizes, a user-supplied stream
@@ -8,10 +8,11 @@
  *
  * Size letters: B batch rows, T time steps, H channels.
  *
- * Usage: prnn_tests_cuda [--quick]   (--quick: small shapes only, for
- * compute-sanitizer and for dev/cuda/sim, which runs this same program on
- * the host). PRNN_TEST_SEED=N repeats a run. Without a CUDA device it skips
- * and passes.
+ * Usage: prnn_tests_cuda [--quick] [--window]   (--quick: small shapes
+ * only, for compute-sanitizer and for dev/cuda/sim, which runs this same
+ * program on the host; --window: only the few-chain backward's cases,
+ * test_window, at full size). PRNN_TEST_SEED=N repeats a run. Without a
+ * CUDA device it skips and passes.
  */
 #include <cuda_runtime.h>
 
@@ -342,6 +343,37 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
     free(ref_h); free(ref_hT); free(ref_da); free(ref_db); free(ref_dh0);
 }
 
+/* AUTO's backward for 1 to 4 chains of 64 channels (B x H = 64 .. 256,
+ * H a multiple of 64) at long T: on sm_90 WINDOW (scan_window.cu, from
+ * T = 65536), elsewhere the chunked scan. Odd T leave a short last tile.
+ * The options it takes (h0, dhT beside dh, dh0) in every dtype; those it
+ * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
+ * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
+ * PRNN_WINDOW_MIN_T lowered: one tile, part of one, windows with a last
+ * one cut short. */
+static void test_window(int quick)
+{
+    const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
+    static const options window_opts[] = {
+        {"plain", 0, 0, 0, 0, 0, 0, 0},
+        {"h0+dhT+dh0", 1, 1, 1, 0, 0, 0, 1},
+    };
+    const shape window_shapes[] = {
+        {1, 1, 64, 0},      {1, 31, 64, 0},       {1, 81, 128, 0},    {3, 33, 64, 0},
+        {2, 97, 128, 0},    {1, 4001, 256, 0},    {1, 65537, 64, 0},  {1, 300007, 64, 0},
+        {1, 262147, 256, 0}, {1, 524309, 128, 0}, {2, 100003, 64, 0}, {4, 70001, 64, 0},
+        {2, 65539, 128, 0},
+    };
+    const int nwin = quick ? 6 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
+    for (int si = 0; si < nwin; si++)
+        for (int di = 0; di < 3; di++)
+            for (int oi = 0; oi < 2; oi++)
+                run_case(PRNN_SCAN_AUTO, dtypes[di], window_shapes[si], &window_opts[oi]);
+    if (!quick)
+        for (int oi = 0; oi < N_OPTS; oi++)
+            run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[10], &OPTS[oi]);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Other behaviour                                                          */
 
@@ -478,11 +510,12 @@ static void test_errors(void)
 
 int main(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, window_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--window")) window_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--window]\n", argv[0]);
             return 2;
         }
     }
@@ -501,6 +534,12 @@ int main(int argc, char **argv)
     cfg.device = PRNN_DEVICE_CUDA;
     cfg.cuda_device = 0;
     TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
+    if (window_only) { /* --window: those cases alone, at full size */
+        test_window(0);
+        prnn_ctx_free(g_gpu);
+        prnn_ctx_free(g_cpu);
+        return tu_finish();
+    }
 
     /* Shapes run for every algorithm x dtype x option set. They cover T = 1,
      * 31, 33 and 65537 (many look-back windows), B*H = 1, 255 and 16*1024,
@@ -559,32 +598,7 @@ int main(int argc, char **argv)
                 for (int oi = 0; oi < N_OPTS; oi++)
                     run_case(PRNN_SCAN_CHUNKED, dtypes[di], few_long[si], &OPTS[oi]);
     }
-    /* AUTO's backward for one row of H = 64 .. 256 channels at long T: on
-     * sm_90 WINDOW (scan_window.cu, from T = 65536), elsewhere the chunked
-     * scan. Odd T leave a short last tile. The options it takes (h0, dhT
-     * beside dh, dh0) in every dtype; those it leaves to the chunked scan
-     * (reverse, lengths, dh NULL) once. The short T (also in --quick, for
-     * compute-sanitizer) reach WINDOW in builds with PRNN_WINDOW_MIN_T
-     * lowered: one tile, part of one, windows with a last one cut short. */
-    {
-        static const options window_opts[] = {
-            {"plain", 0, 0, 0, 0, 0, 0, 0},
-            {"h0+dhT+dh0", 1, 1, 1, 0, 0, 0, 1},
-        };
-        const shape window_shapes[] = {
-            {1, 1, 64, 0},      {1, 31, 64, 0},      {1, 81, 128, 0},
-            {1, 4001, 256, 0},  {1, 65537, 64, 0},   {1, 300007, 64, 0},
-            {1, 262147, 256, 0}, {1, 524309, 128, 0},
-        };
-        const int nwin = quick ? 4 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
-        for (int si = 0; si < nwin; si++)
-            for (int di = 0; di < 3; di++)
-                for (int oi = 0; oi < 2; oi++)
-                    run_case(PRNN_SCAN_AUTO, dtypes[di], window_shapes[si], &window_opts[oi]);
-        if (!quick)
-            for (int oi = 0; oi < N_OPTS; oi++)
-                run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[5], &OPTS[oi]);
-    }
+    test_window(quick);
     /* Many channels: the striped scan's configurations (on an H200, fp32
      * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
      * backward 4 at 1; 16 x 768 backward 2 at 2; 32 x 1024 two waves of

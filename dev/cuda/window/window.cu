@@ -41,7 +41,8 @@
  * 10  swindow_kernel: MODE 2's exchange in warps of its own (teams of 64
  *     threads, one a column), the copies issued by a producer thread, the
  *     256 tile threads finishing tile k - LAG in iteration k; tiles by
- *     worker as the others or by ticket (see the kernel's comment).
+ *     worker as the others or by ticket (see the kernel's comment). Its
+ *     ticketed backward is the library's WINDOW (src/scan_window.cu).
  * Modes 2, 4, 6, 8 and 10 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
