@@ -283,6 +283,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     /* an H100/H200 */
     *value = attr == cudaDevAttrL2CacheSize                   ? 50 << 20
              : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10
+             : attr == cudaDevAttrComputeCapabilityMajor       ? 9
                                                                : 132;
     return cudaSuccess;
 }

@@ -39,6 +39,7 @@ enum cudaMemcpyKind {
 enum cudaDeviceAttr {
     cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
 };
 
