@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds prnn with CUDA on a machine with an NVIDIA GPU, runs the GPU test
-# suite, the suite's quick form under compute-sanitizer (memcheck, racecheck),
+# suite, the suite's quick form under compute-sanitizer (memcheck, racecheck;
+# also from a build that takes the few-chain backward WINDOW at every T),
 # and the scan benchmark. Output goes to stdout and to $OUT/log (or ./gpu-log).
 #
 #   scripts/gpu_check.sh [--no-sanitize] [--no-bench] [--train] [--cell-bench] [bench options...]
@@ -46,6 +47,16 @@ done
       timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
       echo "== compute-sanitizer racecheck ($s --quick)"
       timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$s" --quick | tail -3; echo "exit ${PIPESTATUS[0]}"
+    done
+    # The quick suite's T are below the few-chain backward's threshold
+    # (WINDOW, from T = 65536): a build that takes it at every T.
+    cmake -S . -B build-gpu-window -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+          -DCMAKE_CUDA_FLAGS=-DPRNN_WINDOW_MIN_T=1 >/dev/null &&
+      cmake --build build-gpu-window -j "$(nproc)" --target prnn_tests_cuda 2>&1 | grep -E "warning|error|Error"
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer $tool (prnn_tests_cuda --quick, WINDOW at every T)"
+      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu-window/prnn_tests_cuda --quick |
+        tail -3; echo "exit ${PIPESTATUS[0]}"
     done
   fi
   if [ "$train" = 1 ]; then
