@@ -61,6 +61,12 @@ const char *prnn_version(void);
  * or the CUDA device, stream and workspace. Contexts are not thread-safe;
  * use one per host thread. All tensors passed with a CUDA context are device
  * pointers; all tensors passed with a CPU context are host pointers.
+ *
+ * CUDA graphs: the look-back scans (PRNN_SCAN_CHUNKED, and what AUTO and
+ * STRIPED run for few chains) take a fresh range of tickets and a fresh tag
+ * from the context's workspace on the host at every call, so a captured
+ * call must not be replayed: replays would share one range and one tag.
+ * Calls with PRNN_SCAN_FIXED or PRNN_SCAN_TREE take neither.
  */
 typedef struct prnn_ctx prnn_ctx;
 
