@@ -1990,9 +1990,9 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
 
 namespace {
 
-/* WINDOW (scan_window.cu) for a backward it applies to: true, with its
- * status in *s; false where it does not apply (and in the host simulator,
- * which has no tensor-map copies). */
+/* WINDOW (scan_window.cu) for a backward on the vector path it applies
+ * to: true, with its status in *s; false where it does not apply (and in
+ * the host simulator, which has no tensor-map copies). */
 template <typename T, bool BWD>
 bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
 {
@@ -2000,7 +2000,8 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
     (void)st, (void)p, (void)s;
     return false;
 #else
-    if (!BWD || !window_applies<T>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
+    if constexpr (!BWD) return false;
+    if (!window_applies<T>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
     *s = words_reserve(st, window_words<T>(p, st->sm_count));
     if (*s != PRNN_OK) return true;
     window_launch w;
@@ -2032,7 +2033,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
     case PRNN_SCAN_STRIPED:
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
-        if (window_try<T, BWD>(st, p, &window_status)) return window_status;
+        if (vec && window_try<T, BWD>(st, p, &window_status)) return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
             return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);

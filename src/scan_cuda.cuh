@@ -654,7 +654,8 @@ struct window_launch {
 };
 
 /* Whether WINDOW takes the backward p on a card of compute capability
- * cc_major with sm_count SMs and smem_optin bytes of shared memory a block. */
+ * cc_major with sm_count SMs and smem_optin bytes of shared memory a block.
+ * The caller has checked the tensors' 16-byte vectors (vectors_ok). */
 template <typename T>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
 /* The tagged words a launch uses. */

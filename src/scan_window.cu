@@ -636,10 +636,6 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
     const int64_t R = p.B * (p.H / kW); /* chains; measured at 1, 2 and 4 */
     if (R > 4 || R > sm_count / 8)
         return false;
-    const void *ptrs[5] = {p.a, p.h_in, p.dh, p.da, p.db};
-    for (const void *q : ptrs)
-        if (reinterpret_cast<uintptr_t>(q) % 16)
-            return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
         return false;
     if (p.dh0 && reinterpret_cast<uintptr_t>(p.dh0) % 16)
