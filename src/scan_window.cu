@@ -623,7 +623,7 @@ bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H
 /* Entry points (scan_cuda.cuh)                                             */
 
 #ifndef PRNN_WINDOW_MIN_T
-#define PRNN_WINDOW_MIN_T 65536
+#define PRNN_WINDOW_MIN_T 2048
 #endif
 
 template <typename T>

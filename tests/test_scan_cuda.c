@@ -345,12 +345,12 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
 
 /* AUTO's backward for 1 to 4 chains of 64 channels (B x H = 64 .. 256,
  * H a multiple of 64) at long T: on sm_90 WINDOW (scan_window.cu, from
- * T = 65536), elsewhere the chunked scan. Odd T leave a short last tile.
+ * T = 2048), elsewhere the chunked scan. Odd T leave a short last tile.
  * The options it takes (h0, dhT beside dh, dh0) in every dtype; those it
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
  * PRNN_WINDOW_MIN_T lowered: one tile, part of one, windows with a last
- * one cut short. */
+ * one cut short; T = 2047 and 2048 straddle the threshold. */
 static void test_window(int quick)
 {
     const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
@@ -359,19 +359,19 @@ static void test_window(int quick)
         {"h0+dhT+dh0", 1, 1, 1, 0, 0, 0, 1},
     };
     const shape window_shapes[] = {
-        {1, 1, 64, 0},      {1, 31, 64, 0},       {1, 81, 128, 0},    {3, 33, 64, 0},
-        {2, 97, 128, 0},    {1, 4001, 256, 0},    {1, 65537, 64, 0},  {1, 300007, 64, 0},
-        {1, 262147, 256, 0}, {1, 524309, 128, 0}, {2, 100003, 64, 0}, {4, 70001, 64, 0},
-        {2, 65539, 128, 0},
+        {1, 1, 64, 0},       {1, 31, 64, 0},       {1, 81, 128, 0},    {3, 33, 64, 0},
+        {2, 97, 128, 0},     {1, 4001, 256, 0},    {2, 2047, 64, 0},   {1, 2048, 64, 0},
+        {1, 65537, 64, 0},   {1, 300007, 64, 0},   {1, 262147, 256, 0}, {1, 524309, 128, 0},
+        {2, 100003, 64, 0},  {4, 70001, 64, 0},    {2, 65539, 128, 0},
     };
-    const int nwin = quick ? 6 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
+    const int nwin = quick ? 8 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
     for (int si = 0; si < nwin; si++)
         for (int di = 0; di < 3; di++)
             for (int oi = 0; oi < 2; oi++)
                 run_case(PRNN_SCAN_AUTO, dtypes[di], window_shapes[si], &window_opts[oi]);
     if (!quick)
         for (int oi = 0; oi < N_OPTS; oi++)
-            run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[10], &OPTS[oi]);
+            run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[12], &OPTS[oi]);
 }
 
 /* ------------------------------------------------------------------------ */
