@@ -43,7 +43,13 @@
  *     256 tile threads finishing tile k - LAG in iteration k; tiles by
  *     worker as the others or by ticket (see the kernel's comment). Its
  *     ticketed backward is the library's WINDOW (src/scan_window.cu).
- * Modes 2, 4, 6, 8 and 10 are checked against a serial double-precision
+ *     With p.scan (SCANK > 0, tiles by ticket, one chain) block 0 takes
+ *     no tiles and scans the aggregates into the state after every tile
+ *     (scanner_loop), and a tile's exchange polls one state word;
+ * 11  rwindow_kernel: MODE 10's forward with the tile dropped from shared
+ *     memory once reduced and copied again for its finish, LAG tiles
+ *     later, from L2 if its lines are still there.
+ * Modes 2, 4, 6, 8, 10 and 11 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
  * itself, and MODE 2's exchange by 64 threads of their own.)
@@ -59,15 +65,18 @@
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
  * Run:   ./window [T [OPTION]], OPTION one of --lag, --nowait, --tma,
- *        --prof, --probe, --cluster, --ws (T default 2^20). Prints a table
- *        against the copy roofline, queued timing as prnn_bench_cuda's.
+ *        --prof, --probe, --cluster, --ws, --reload, --scan (T default
+ *        2^20). Prints a table against the copy roofline, queued timing as
+ *        prnn_bench_cuda's.
  *        Without an option: the pipelined kernel beside
  *        the bound and the groups; --lag: lag one and two; --nowait: modes
  *        0, 2 and 3, forward; --tma: TMA stores; --prof: the pipelined
  *        kernel's phases, the no-fold control and the fast slices;
  *        --probe: an L2 hit's and a DRAM load's round trips, idle and
  *        under the bound's copies; --cluster: the cluster exchange;
- *        --ws: warp specialization.
+ *        --ws: warp specialization; --reload: MODE 11; --scan: the
+ *        scanner, alone (over aggregates published beforehand) and in
+ *        MODE 10, one chain.
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -110,6 +119,8 @@ struct wparams {
     unsigned long long *prof;    /* pipelined: per block kProf clock sums (null: none) */
     unsigned long long *counter; /* warp-specialized by ticket: the tickets' counter */
     unsigned long long tbase;    /* and this launch's first ticket */
+    int hint; /* reload: the first copies evict-last in L2, the reloads evict-first */
+    int scan; /* warp-specialized by ticket: block 0 scans the aggregates into states */
 };
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
@@ -1659,7 +1670,228 @@ struct tile_at {
     }
 };
 
-template <typename Tst, int S, int NS, int LAG, int XT, bool TICKET, bool BWD>
+/* The exchange teams' loop (thread tid of a warp-specialized block, NSL
+ * aggregate and carry slots): column col of every tile's carry. With
+ * p.nofold the carry is 0 at once (wrong: the loop without the exchange). */
+template <int NSL, int XT>
+__device__ __forceinline__ void exchange_loop(const wparams &p, int tid, int Gc, int64_t NC,
+                                              uint64_t *aggbar, uint64_t *carrybar,
+                                              const int64_t *atile, const float (*aggA)[W],
+                                              const float (*aggB)[W], float (*carry)[W])
+{
+    const int R = p.R;
+    const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
+    const bool prof = p.prof && col == 0 && team == 0;
+    unsigned long long ck[5] = {0, 0, 0, 0, 0}; /* clocks: agg, members, groups, state; tiles */
+    int polls = 0;
+    for (int64_t k = team;; k += XT) {
+        unsigned long long c0k = prof ? clock64() : 0;
+        auto lap = [&](int i) { /* the clocks since the last lap into ck[i] */
+                                if (prof) {
+                                    const unsigned long long c1k = clock64();
+                                    ck[i] += c1k - c0k;
+                                    c0k = c1k;
+                                }
+        };
+        mbar_wait(&aggbar[k % NSL], (unsigned)((k / NSL) & 1));
+        const int64_t n = atile[k % NSL];
+        if (n < 0)
+            break;
+        if (p.nofold) {
+            carry[k % NSL][col] = 0.0f;
+            mbar_arrive(&carrybar[k % NSL]);
+            continue;
+        }
+        if (p.scan) { /* the state after the chain's previous tile, from the scanner */
+            float cin = 0.0f;
+            if (n >= R) {
+                const unsigned long long *pw = p.pwords + (n - R) * W + col;
+                unsigned long long u = ld_word(pw);
+                lap(0);
+                while ((unsigned)(u >> 32) != p.tag) {
+                    u = ld_word(pw);
+                    polls++;
+                }
+                cin = __uint_as_float((unsigned)u);
+            }
+            lap(3);
+            carry[k % NSL][col] = cin;
+            mbar_arrive(&carrybar[k % NSL]);
+            if (prof)
+                ck[4]++;
+            continue;
+        }
+        const tile_at t(p, n, Gc);
+        const int gsz = group_size(p, t.w, Gc, t.grp, NC);
+        const int64_t first = t.w * Gc + t.grp * p.g;
+        auto qm = [&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; };
+        auto qg = [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * W + col; };
+        float sA[3], sB[3]; /* the groups before, the members before */
+        identity3(sA, sB);
+        slice_words<kXWords> v;
+        load_pairs<kXWords>(qm, t.m, v);
+        lap(0);
+        poll_fold<kXWords>(
+            qm, [](int) { return 1; }, t.m, p.tag, v, sA, sB, polls);
+        const float myA = aggA[k % NSL][col], myB = aggB[k % NSL][col];
+        if (t.m == gsz - 1) /* the group's aggregate: its members before, then this tile */
+            publish_pair(p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W, col, myA * sA[1],
+                         myA * sB[1] + myB, p.tag);
+        lap(1);
+        load_pairs<kXWords>(qg, t.grp, v);
+        poll_fold<kXWords>(
+            qg, [](int) { return 0; }, t.grp, p.tag, v, sA, sB, polls);
+        lap(2);
+        float P = 0.0f; /* the state after window w - 1 (h0 = 0 before window 0) */
+        if (t.w > 0) {  /* published by that window's last position */
+            const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * W + col;
+            unsigned long long u = ld_word(pw);
+            while ((unsigned)(u >> 32) != p.tag)
+                u = ld_word(pw);
+            P = __uint_as_float((unsigned)u);
+        }
+        const float x = sA[0] * P + sB[0]; /* the state before this tile's group */
+        const float cin = sA[1] * x + sB[1];
+        carry[k % NSL][col] = cin;
+        mbar_arrive(&carrybar[k % NSL]);
+        if (t.pos == Gc - 1)
+            st_word(p.pwords + (t.w * R + t.r) * W + col, make_word(myA * cin + myB, p.tag));
+        lap(3);
+        if (prof)
+            ck[4]++;
+    }
+    if (prof) {
+        for (int i = 0; i < 5; i++)
+            p.prof[blockIdx.x * kProf + i] = ck[i];
+        p.prof[blockIdx.x * kProf + 5] = (unsigned long long)polls;
+    }
+}
+
+/* The scanner (p.scan, one chain: block 0's threads, the block taking no
+ * tiles): the tile aggregates composed in order into the states after each
+ * tile (h0 = 0), published as state words (p.pwords, one a tile and
+ * column) as soon as the aggregates before them are out. Lanes over
+ * columns (a warp's loads coalesced: one tile's 32 columns), two halves of
+ * 32 columns, each with nseg (up to kSeg) warps over consecutive ranges of
+ * K tiles: a round loads the nseg K tiles from i on, each warp finds how many of its
+ * tiles are out in every column (from its first on) and their composite,
+ * the half's warps meet at a named barrier, a warp whose ranges before it
+ * are all out publishes its ready tiles' states, and i moves past the
+ * ready tiles. (Run r36 measured a lane-a-tile version: 32 lines a load
+ * instruction, 7 tiles/us.) */
+constexpr int kSeg = 7;
+
+template <int K>
+__device__ __forceinline__ void scanner_loop(const wparams &p, int tid, int64_t NC)
+{
+    __shared__ float cA[2][kSeg][32], cB[2][kSeg][32];
+    __shared__ int rd[2][kSeg];
+    const int nseg = (int)(blockDim.x / 64) < kSeg ? (int)(blockDim.x / 64) : kSeg;
+    const int warp = tid / 32, lane = tid % 32, half = warp / nseg, sg = warp % nseg;
+    if (half >= 2) /* whole warps */
+        return;
+    const int col = half * 32 + lane;
+    const bool sprof = p.prof && tid == 0;
+    unsigned long long rounds = 0, c0s = clock64();
+    float state = 0.0f;
+    for (int64_t i = 0; i < NC;) {
+        rounds++;
+        const int64_t t0 = i + (int64_t)sg * K; /* this warp's range */
+        unsigned long long va[K], vb[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            va[k] = vb[k] = 0ull;
+            if (t0 + k < NC) {
+                const unsigned long long *q = p.words + (t0 + k) * 2 * W + col;
+                va[k] = ld_word(q);
+                vb[k] = ld_word(q + W);
+            }
+        }
+        int r = 0;
+        bool go = true;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            go = go && t0 + k < NC && (unsigned)(va[k] >> 32) == p.tag &&
+                 (unsigned)(vb[k] >> 32) == p.tag;
+            if (go)
+                r = k + 1;
+        }
+        const int rw = __reduce_min_sync(0xffffffffu, r); /* out in every column */
+        float A = 1.0f, B = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (k < rw) {
+                const float a = __uint_as_float((unsigned)va[k]),
+                            b = __uint_as_float((unsigned)vb[k]);
+                B = a * B + b;
+                A = a * A;
+            }
+        cA[half][sg][lane] = A;
+        cB[half][sg][lane] = B;
+        if (lane == 0)
+            rd[half][sg] = rw;
+        asm volatile("bar.sync %0, %1;" ::"r"(2 + half), "r"(nseg * 32) : "memory");
+        /* the ranges before this warp's, all out: their composite; the ready
+         * tiles of the round (up to the first range not all out) */
+        bool active = true, full = true;
+        float xA = 1.0f, xB = 0.0f, nA = 1.0f, nB = 0.0f;
+        int m = 0;
+        for (int u = 0; u < nseg; u++) {
+            const int ru = rd[half][u];
+            const float qa = cA[half][u][lane], qb = cB[half][u][lane];
+            if (u < sg) {
+                if (ru < K)
+                    active = false;
+                xB = qa * xB + qb;
+                xA = qa * xA;
+            }
+            if (full) {
+                m += ru;
+                nB = qa * nB + qb;
+                nA = qa * nA;
+                if (ru < K)
+                    full = false;
+            }
+        }
+        if (active && rw > 0) {
+            float x = xA * state + xB;
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (k < rw) {
+                    x = __uint_as_float((unsigned)va[k]) * x + __uint_as_float((unsigned)vb[k]);
+                    st_word(p.pwords + (t0 + k) * W + col, make_word(x, p.tag));
+                }
+        }
+        state = nA * state + nB;
+        i += m;
+        asm volatile("bar.sync %0, %1;" ::"r"(2 + half), "r"(nseg * 32) : "memory");
+    }
+    if (sprof) { /* rounds, tiles, clocks */
+        p.prof[10] = rounds;
+        p.prof[11] = (unsigned long long)NC;
+        p.prof[12] = clock64() - c0s;
+    }
+}
+
+/* The scanner alone: one block of n threads over aggregates published
+ * beforehand (publish_all_kernel), so its own rate. */
+__global__ void publish_all_kernel(wparams p, int64_t NC)
+{
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= NC * W)
+        return;
+    const int64_t t = e / W;
+    const int c = (int)(e % W);
+    publish_pair(p.words + t * 2 * W, c, 0.999f, 0.001f * (float)(c + 1), p.tag);
+}
+
+template <int CW> __global__ void scanner_alone_kernel(wparams p, int64_t NC)
+{
+    scanner_loop<CW>(p, threadIdx.x, NC);
+}
+
+template <typename Tst, int S, int NS, int LAG, int XT, bool TICKET, bool BWD,
+          int SCANK = 0>
 __global__ void __launch_bounds__(ws_threads(XT), 1)
     swindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
@@ -1689,6 +1921,11 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    if constexpr (SCANK > 0)
+        if (p.scan && blockIdx.x == 0) { /* the scanner; no tiles */
+            scanner_loop<SCANK>(p, tid, NC);
+            return;
+        }
 
     if (tid >= kThreads + XT * kXThreads) { /* the producer: tiles by ticket or this worker's */
         if (tid != kThreads + XT * kXThreads)
@@ -1714,67 +1951,7 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
     }
 
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
-        const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
-        const bool prof = p.prof && col == 0 && team == 0;
-        unsigned long long ck[5] = {0, 0, 0, 0, 0}; /* clocks: agg, members, groups, state; tiles */
-        int polls = 0;
-        for (int64_t k = team;; k += XT) {
-            unsigned long long c0k = prof ? clock64() : 0;
-            auto lap = [&](int i) { /* the clocks since the last lap into ck[i] */
-                                    if (prof) {
-                                        const unsigned long long c1k = clock64();
-                                        ck[i] += c1k - c0k;
-                                        c0k = c1k;
-                                    }
-            };
-            mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
-            const int64_t n = atile[k % kSlots];
-            if (n < 0)
-                break;
-            const tile_at t(p, n, Gc);
-            const int gsz = group_size(p, t.w, Gc, t.grp, NC);
-            const int64_t first = t.w * Gc + t.grp * p.g;
-            auto qm = [&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; };
-            auto qg = [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * W + col; };
-            float sA[3], sB[3]; /* the groups before, the members before */
-            identity3(sA, sB);
-            slice_words<kXWords> v;
-            load_pairs<kXWords>(qm, t.m, v);
-            lap(0);
-            poll_fold<kXWords>(
-                qm, [](int) { return 1; }, t.m, p.tag, v, sA, sB, polls);
-            const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
-            if (t.m == gsz - 1) /* the group's aggregate: its members before, then this tile */
-                publish_pair(p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W, col, myA * sA[1],
-                             myA * sB[1] + myB, p.tag);
-            lap(1);
-            load_pairs<kXWords>(qg, t.grp, v);
-            poll_fold<kXWords>(
-                qg, [](int) { return 0; }, t.grp, p.tag, v, sA, sB, polls);
-            lap(2);
-            float P = 0.0f; /* the state after window w - 1 (h0 = 0 before window 0) */
-            if (t.w > 0) {  /* published by that window's last position */
-                const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * W + col;
-                unsigned long long u = ld_word(pw);
-                while ((unsigned)(u >> 32) != p.tag)
-                    u = ld_word(pw);
-                P = __uint_as_float((unsigned)u);
-            }
-            const float x = sA[0] * P + sB[0]; /* the state before this tile's group */
-            const float cin = sA[1] * x + sB[1];
-            carry[k % kSlots][col] = cin;
-            mbar_arrive(&carrybar[k % kSlots]);
-            if (t.pos == Gc - 1)
-                st_word(p.pwords + (t.w * R + t.r) * W + col, make_word(myA * cin + myB, p.tag));
-            lap(3);
-            if (prof)
-                ck[4]++;
-        }
-        if (prof) {
-            for (int i = 0; i < 5; i++)
-                p.prof[blockIdx.x * kProf + i] = ck[i];
-            p.prof[blockIdx.x * kProf + 5] = (unsigned long long)polls;
-        }
+        exchange_loop<kSlots, XT>(p, tid, Gc, NC, aggbar, carrybar, atile, aggA, aggB, carry);
         return;
     }
 
@@ -1869,6 +2046,227 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The forward's lag held in L2 (MODE 11)                                    */
+
+/*
+ * rwindow_kernel: swindow_kernel's forward with the tile dropped from
+ * shared memory once reduced and copied again (from L2, where its first
+ * copy passed a few microseconds earlier) for its finish, LAG tiles
+ * later. Two rings: NA stages for the first copies (the tile reduced, and
+ * the copies in flight), NB for the reloads of the tiles to finish, so
+ * that the lag is bounded by L2 rather than by shared memory. The
+ * producer issues, in its iteration j, the first copy of tile j (after
+ * the workers reduced tile j - NA) and the reload of tile j - NA - LAG +
+ * NB (after they finished tile j - NA - LAG). With p.hint the first
+ * copies ask L2 to keep their lines (evict_last) and the reloads to drop
+ * them (evict_first). The exchange is swindow_kernel's; p.nofold takes
+ * it out (wrong results: the loop and its reloads alone).
+ */
+constexpr int kRSlots = 8;
+
+__device__ __forceinline__ void tma_2d_hint(void *dst, const CUtensorMap *map, int x, int y,
+                                            uint64_t *m, uint64_t pol)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(saddr(dst)),
+                 "l"(map), "r"(x), "r"(y), "r"(saddr(m)), "l"(pol)
+                 : "memory");
+}
+
+template <int L, typename Tst>
+__device__ void issue_tile_hint(const wparams &p, const CUtensorMap *ta, const CUtensorMap *tb,
+                                int r, int64_t c, Tst *st, uint64_t *m, bool hint, uint64_t pol)
+{
+    if (!hint) {
+        issue_tile<L, false>(p, ta, tb, r, c, st, m);
+        return;
+    }
+    int64_t t0;
+    int nb;
+    chunk_rows<L, false>(p, c, t0, nb);
+    mbar_expect(m, 2u * L * W * sizeof(Tst));
+    tma_2d_hint(st, ta, r * W, (int)t0, m, pol);
+    tma_2d_hint(st + L * W, tb, r * W, (int)t0, m, pol);
+}
+
+template <typename Tst, int S, int NA, int NB, int LAG, int XT, bool TICKET>
+__global__ void __launch_bounds__(ws_threads(XT), 1)
+    rwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
+{
+    static_assert(NA >= 2 && NB >= 1 && LAG >= NB && kRSlots >= LAG + 2 && kRSlots >= XT,
+                  "too few stages or slots");
+    constexpr int L = TY * S, QN = 16;
+    static_assert(QN > NA + LAG, "too few remembered tiles");
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NA + NB, 2, L, W) of Tst */
+    __shared__ uint64_t fullA[NA], emptyA[NA], fullB[NB], emptyB[NB], aggbar[kRSlots],
+        carrybar[kRSlots];
+    __shared__ int64_t stile[NA], atile[kRSlots], nq[QN]; /* nq: the last QN first copies' tiles */
+    __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
+    __shared__ float aggA[kRSlots][W], aggB[kRSlots][W], carry[kRSlots][W];
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
+    auto stageA = [&](int64_t k) { return ring + (size_t)(k % NA) * 2 * L * W; };
+    auto stageB = [&](int64_t k) { return ring + (size_t)(NA + k % NB) * 2 * L * W; };
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, R = wk.R, Gc = wk.Gc;
+    const int64_t NC = wk.NC, NT = NC * R;
+    if (tid == 0) {
+        for (int s = 0; s < NA; s++) {
+            mbar_init(&fullA[s], 1);
+            mbar_init(&emptyA[s], kThreads / 32);
+        }
+        for (int s = 0; s < NB; s++) {
+            mbar_init(&fullB[s], 1);
+            mbar_init(&emptyB[s], kThreads / 32);
+        }
+        for (int q = 0; q < kRSlots; q++) {
+            mbar_init(&aggbar[q], W);
+            mbar_init(&carrybar[q], kXThreads);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid >= kThreads + XT * kXThreads) { /* the producer */
+        if (tid != kThreads + XT * kXThreads)
+            return;
+        uint64_t keep = 0, drop = 0;
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(drop));
+        int64_t kend = -1;
+        for (int64_t j = 0;; j++) {
+            if (kend < 0) {
+                if (j >= NA)
+                    mbar_wait(&emptyA[j % NA], (unsigned)((j / NA - 1) & 1));
+                int64_t n;
+                if (TICKET) {
+                    const unsigned long long u = atomicAdd(p.counter, 1ull);
+                    n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
+                } else {
+                    n = j < wk.nk ? (wk.c0 + j * Gc) * R + wk.r : NT;
+                }
+                if (n >= NT) {
+                    stile[j % NA] = -1;
+                    mbar_arrive(&fullA[j % NA]);
+                    kend = j;
+                } else {
+                    stile[j % NA] = n;
+                    nq[j % QN] = n;
+                    issue_tile_hint<L>(p, &ta, &tb, (int)(n % R), n / R, stageA(j), &fullA[j % NA],
+                                       p.hint != 0, keep);
+                }
+            }
+            const int64_t f = j - NA - LAG + NB; /* the reload of this iteration */
+            if (kend >= 0 && f >= kend)
+                return;
+            if (f < 0)
+                continue;
+            if (f >= NB)
+                mbar_wait(&emptyB[f % NB], (unsigned)((f / NB - 1) & 1));
+            const int64_t n = nq[f % QN];
+            issue_tile_hint<L>(p, &ta, &tb, (int)(n % R), n / R, stageB(f), &fullB[f % NB],
+                               p.hint != 0, drop);
+        }
+    }
+
+    if (tid >= kThreads) {
+        exchange_loop<kRSlots, XT>(p, tid, Gc, NC, aggbar, carrybar, atile, aggA, aggB, carry);
+        return;
+    }
+
+    /* the workers */
+    Tst *const hout = as_storage<Tst>(p.h);
+    const int tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    const bool wprof = p.prof && tid == 0;
+    unsigned long long wck[4] = {0, 0, 0, 0}; /* clocks: copy, carry, tiles, reload */
+    float eA[LAG + 1][4], eB[LAG + 1][4];
+    int64_t en[LAG + 1];
+#pragma unroll
+    for (int i = 0; i <= LAG; i++) {
+        en[i] = -1;
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[i][v] = 1.0f;
+            eB[i][v] = 0.0f;
+        }
+    }
+    int64_t kend = -1;
+    for (int64_t k = 0; kend < 0 || k < kend + LAG; k++) {
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int64_t n = -1;
+        if (kend < 0) {
+            const unsigned long long cf0 = wprof ? clock64() : 0;
+            mbar_wait(&fullA[k % NA], (unsigned)((k / NA) & 1));
+            if (wprof)
+                wck[0] += clock64() - cf0;
+            n = stile[k % NA];
+            if (n < 0)
+                kend = k;
+        }
+        if (n >= 0) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, false>(p, n / R, t0, nr);
+            float A[4], Bs[4], xA[4], xB[4], nA, nB;
+            tile_summary<Tst, S, false>(stageA(k), stageA(k) + L * W, nr, ty, tx, A, Bs);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&emptyA[k % NA]);
+            warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
+            workers_sync();
+            tile_prefix(tid, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB, pA, pB, nA, nB);
+            if (tid < W) {
+                publish_pair(p.words + n * 2 * W, tid, nA, nB, p.tag);
+                aggA[k % kRSlots][tid] = nA;
+                aggB[k % kRSlots][tid] = nB;
+                if (tid == 0)
+                    atile[k % kRSlots] = n;
+                mbar_arrive(&aggbar[k % kRSlots]);
+            }
+        }
+        push_prefix(eA, eB, pA, pB);
+#pragma unroll
+        for (int i = LAG; i >= 1; i--)
+            en[i] = en[i - 1];
+        en[0] = n;
+        const int64_t kf = k - LAG, nf = en[LAG];
+        if (kf < 0 || nf < 0)
+            continue;
+        const unsigned long long cc0 = wprof ? clock64() : 0;
+        mbar_wait(&carrybar[kf % kRSlots], (unsigned)((kf / kRSlots) & 1));
+        const unsigned long long cc1 = wprof ? clock64() : 0;
+        mbar_wait(&fullB[kf % NB], (unsigned)((kf / NB) & 1));
+        if (wprof) {
+            wck[1] += cc1 - cc0;
+            wck[3] += clock64() - cc1;
+            wck[2]++;
+        }
+        float st[4];
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            st[v] = eA[LAG][v] * carry[kf % kRSlots][tx * 4 + v] + eB[LAG][v];
+        tile_finish<Tst, S, L, false>(p, stageB(kf), stageB(kf) + L * W, nf / R, (int)(nf % R), ty,
+                                      tx, st, nullptr, hout, nullptr);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(&emptyB[kf % NB]);
+    }
+    workers_sync();
+    if (tid < W)
+        for (int j = 0; j < XT; j++) {
+            if (tid == 0)
+                atile[(kend + j) % kRSlots] = -1;
+            mbar_arrive(&aggbar[(kend + j) % kRSlots]);
+        }
+    if (wprof) {
+        for (int i = 0; i < 3; i++)
+            p.prof[blockIdx.x * kProf + 6 + i] = wck[i];
+        p.prof[blockIdx.x * kProf + 9] = wck[3];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* --probe's baseline: the window kernel's two round trips on an idle device */
 
 /* Thread 0 of each block, n times: a load of a word it stored (an L2 hit)
@@ -1914,6 +2312,8 @@ struct config {
     int cs = 0;       /* clusters: blocks a cluster */
     int xt = 1;       /* warp specialization: exchange teams */
     int tk = 0;       /* warp specialization: tiles by ticket */
+    int hint = 0;     /* reload: wparams.hint */
+    int scan = 0;     /* warp specialization: wparams.scan */
 };
 
 /* clang-format off */
@@ -1934,6 +2334,12 @@ struct config {
 #define CCFG16(S, NS, CS, B) {#S ":" #NS " cl" #CS, cwindow_kernel<__nv_bfloat16, S, NS, CS, B>, S, NS, 8, B, 2, 0, 0, 0, 0, 1, CS}
 #define SCFG(S, NS, LAG, XT, TK, B) {#S ":" #NS " lag" #LAG " x" #XT " t" #TK, swindow_kernel<float, S, NS, LAG, XT, TK, B>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT, TK}
 #define SCFG16(S, NS, LAG, XT, TK, B) {#S ":" #NS " lag" #LAG " x" #XT " t" #TK, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK, B>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, TK}
+#define RCFG(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI, rwindow_kernel<float, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 4, 0, 0, 0, 0, 1, 0, XT, TK, HI}
+#define RCFGN(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI " no exchange", rwindow_kernel<float, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 4, 0, 0, 1, 0, 1, 0, XT, TK, HI}
+#define RCFG16(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI, rwindow_kernel<__nv_bfloat16, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 2, 0, 0, 0, 0, 1, 0, XT, TK, HI}
+#define RCFGN16(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI " no exchange", rwindow_kernel<__nv_bfloat16, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 2, 0, 0, 1, 0, 1, 0, XT, TK, HI}
+#define XCFG(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<float, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
+#define XCFG16(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -1985,6 +2391,9 @@ int main(int argc, char **argv)
     int sms, optin;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    int l2;
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    printf("L2 %d KiB\n", l2 >> 10);
     printf(
         "copy roofline %.1f GB/s, %d SMs, T = %lld, queued timing, median of 20; bytes per element "
         "12 forward (a, b read, h written), 20 backward (a, dh, h read, da, db written)\n",
@@ -2039,11 +2448,26 @@ int main(int argc, char **argv)
         SCFG(6, 4, 2, 3, 0, false),    SCFG(5, 5, 2, 3, 0, false),    SCFG(6, 4, 2, 2, 0, false),
         SCFG16(12, 4, 2, 3, 0, false), SCFG16(10, 5, 2, 3, 0, false), CFG(4, 6, 0, true),
         SCFG(6, 4, 2, 3, 1, true),     SCFG16(12, 4, 2, 3, 1, true)};
+    /* --reload: the forward's lag held in L2 (rwindow_kernel), beside the
+     * bound and swindow_kernel's best forward */
+    const config reload_cfgs[] = {
+        CFG(4, 6, 0, false),           SCFG(6, 4, 2, 3, 0, false),    RCFGN(6, 3, 1, 4, 3, 0, 1),
+        RCFG(6, 3, 1, 3, 3, 0, 1),     RCFG(6, 3, 1, 4, 3, 0, 1),     RCFG(6, 3, 1, 4, 3, 0, 0),
+        RCFG(6, 3, 1, 5, 3, 0, 1),     RCFG(6, 2, 2, 4, 3, 0, 1),     RCFG(6, 3, 1, 4, 3, 1, 1),
+        RCFG(5, 4, 1, 4, 3, 0, 1),     RCFG(4, 4, 2, 5, 3, 0, 1),     RCFGN16(12, 3, 1, 4, 3, 0, 1),
+        RCFG16(12, 3, 1, 3, 3, 0, 1),  RCFG16(12, 3, 1, 4, 3, 0, 1),  RCFG16(12, 3, 1, 5, 3, 0, 1)};
+    /* --scan: block 0 scans the aggregates into states, the exchange polls one
+     * state word a tile; beside the bound and the groups' exchange */
+    const config scan_cfgs[] = {CFG(4, 6, 0, false), SCFG(6, 4, 2, 3, 1, false),
+                                XCFG(6, 4, 2, 3, false, 8), XCFG(6, 4, 2, 3, false, 4),
+                                XCFG(8, 3, 1, 2, false, 8), XCFG16(12, 4, 2, 3, false, 8),
+                                XCFG(6, 4, 2, 3, true, 8)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
                probing = !strcmp(opt, "--probe"), clusters = !strcmp(opt, "--cluster"),
-               ws = !strcmp(opt, "--ws");
+               ws = !strcmp(opt, "--ws"), reload = !strcmp(opt, "--reload"),
+               scanning = !strcmp(opt, "--scan");
     const config *cfgs = nowait     ? nowait_cfgs
                          : lag      ? lag_cfgs
                          : profile  ? prof_cfgs
@@ -2051,11 +2475,15 @@ int main(int argc, char **argv)
                          : probing  ? probe_cfgs
                          : clusters ? cluster_cfgs
                          : ws       ? ws_cfgs
+                         : reload   ? reload_cfgs
+                         : scanning ? scan_cfgs
                                     : pipe_cfgs;
     const int ncfgs = nowait     ? 3
                       : probing  ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
                       : clusters ? (int)(sizeof cluster_cfgs / sizeof cluster_cfgs[0])
                       : ws       ? (int)(sizeof ws_cfgs / sizeof ws_cfgs[0])
+                      : reload   ? (int)(sizeof reload_cfgs / sizeof reload_cfgs[0])
+                      : scanning ? (int)(sizeof scan_cfgs / sizeof scan_cfgs[0])
                       : tma      ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
                       : lag      ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
                       : profile  ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
@@ -2131,6 +2559,33 @@ int main(int argc, char **argv)
                    c[0] / (sms * reps) * 1e6 / clock_khz, c[1] / (sms * reps) * 1e6 / clock_khz);
             fflush(stdout);
         }
+        if (scanning && R == 1) { /* the scanner alone, over aggregates out beforehand */
+            const int64_t NC = (T + 95) / 96;
+            wparams q = {};
+            q.words = words;
+            q.pwords = words + 2 * (nwords / 3);
+            q.R = 1;
+            q.tag = ++tag;
+            publish_all_kernel<<<(unsigned)((NC * W + 255) / 256), 256, 0, s>>>(q, NC);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(s));
+            cudaEvent_t e0, e1;
+            CUDA_CHECK(cudaEventCreate(&e0));
+            CUDA_CHECK(cudaEventCreate(&e1));
+            CUDA_CHECK(cudaEventRecord(e0, s));
+            scanner_alone_kernel<8><<<1, 480, 0, s>>>(q, NC);
+            CUDA_CHECK(cudaEventRecord(e1, s));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            CUDA_CHECK(cudaGetLastError());
+            float ms;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            printf("| %d | scanner alone | %lld tiles of 96 steps in %.3f ms: %.1f tiles/us "
+                   "(the forward at 96-step tiles needs about 57 at 64 channels) |\n",
+                   H, (long long)NC, ms, NC / (ms * 1e3));
+            fflush(stdout);
+            CUDA_CHECK(cudaEventDestroy(e0));
+            CUDA_CHECK(cudaEventDestroy(e1));
+        }
         for (int dir = 0; dir < (nowait ? 1 : 2); dir++) {
             /* the reference: h (forward), or db and da (backward, dhT = 0, h0 = 0) */
             for (int c = 0; c < H; c++) {
@@ -2163,7 +2618,7 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaFuncSetAttribute(
                     cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
-                const int nthreads = cf.mode == 10 ? kThreads + cf.xt * kXThreads + 32 : kThreads;
+                const int nthreads = cf.mode >= 10 ? kThreads + cf.xt * kXThreads + 32 : kThreads;
                 CUDA_CHECK(
                     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
@@ -2212,11 +2667,16 @@ int main(int argc, char **argv)
                     lcfg.gridDim = dim3((unsigned)G);
                     lcfg.numAttrs = 2;
                 }
+                if (cf.scan && R != 1) {
+                    printf("| %d | %s | %s | the scanner takes one chain |\n", H,
+                           dir ? "bwd" : "fwd", cf.name);
+                    continue;
+                }
                 const int Gc = G / R;
                 int g = 1;
                 while (g * g < Gc)
                     g++;
-                if (cf.mode == 10 && (g - 1 > kXWords || (Gc + g - 1) / g > kXWords)) {
+                if (cf.mode >= 10 && (g - 1 > kXWords || (Gc + g - 1) / g > kXWords)) {
                     printf("| %d | %s | %s | more than %d words a batch |\n", H,
                            dir ? "bwd" : "fwd", cf.name, kXWords);
                     continue;
@@ -2248,8 +2708,9 @@ int main(int argc, char **argv)
                     p.tag = ++tag;
                     p.counter = counter;
                     p.tbase = tbase;
-                    if (cf.tk) /* every block takes one ticket past the last tile */
-                        tbase += nt + (unsigned long long)p.G;
+                    if (cf.tk) /* every block takes one ticket past the last tile (the
+                                  scanner none) */
+                        tbase += nt + (unsigned long long)p.G - (cf.scan ? 1 : 0);
                     void *args[] = {&p, (void *)&ta, (void *)&tb, (void *)&th, (void *)&td};
                     if (cf.mode == 8) { /* cooperative if the driver takes it with clusters */
                         if (cudaLaunchKernelExC(&lcfg, (void *)cf.kernel, args) != cudaSuccess &&
@@ -2267,6 +2728,8 @@ int main(int argc, char **argv)
                     CUDA_CHECK(cudaLaunchCooperativeKernel((void *)cf.kernel, p.G, nthreads, args,
                                                            smem, s));
                 };
+                p.hint = cf.hint;
+                p.scan = cf.scan;
                 CUDA_CHECK(cudaMemsetAsync(p.h, 0, n * cf.es, s));
                 CUDA_CHECK(cudaMemsetAsync(p.hd, 0, n * cf.es, s));
                 launch();
@@ -2309,7 +2772,8 @@ int main(int argc, char **argv)
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt,
                        dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 10  ? "ws"
+                       cf.mode == 11  ? "reload"
+                       : cf.mode == 10 ? "ws"
                        : cf.mode == 8 ? "cluster"
                        : cf.mode == 6 ? "pipe"
                        : cf.mode == 4 ? "lag2"
@@ -2352,12 +2816,12 @@ int main(int argc, char **argv)
                            c[3]);
                     fflush(stdout);
                 }
-                if (cf.mode == 10) { /* one launch with the exchange's and the workers' clocks */
+                if (cf.mode >= 10) { /* one launch with the exchange's and the workers' clocks */
                     if (!launch_counted(false))
                         return 1;
-                    double c[9] = {0};
+                    double c[10] = {0};
                     for (int bk = 0; bk < p.G; bk++)
-                        for (int i = 0; i < 9; i++)
+                        for (int i = 0; i < 10; i++)
                             c[i] += (double)hprof[bk * kProf + i];
                     const double u = 1e6 / clock_khz;
                     printf("|   | ns/tile, exchange (team 0): own aggregate %.0f, members %.0f, "
@@ -2365,6 +2829,13 @@ int main(int argc, char **argv)
                            "wait %.0f, carry wait %.0f |\n",
                            c[0] / c[4] * u, c[1] / c[4] * u, c[2] / c[4] * u, c[3] / c[4] * u,
                            c[5] / c[4], c[6] / c[8] * u, c[7] / c[8] * u);
+                    if (cf.mode == 11)
+                        printf("|   | workers' reload wait %.0f ns/tile |\n", c[9] / c[8] * u);
+                    if (cf.scan)
+                        printf("|   | scanner (warp 0): %llu rounds, %.2f tiles a round, %.0f ns a "
+                               "round |\n",
+                               hprof[10], (double)hprof[11] / (double)hprof[10],
+                               (double)hprof[12] / (double)hprof[10] * u);
                     fflush(stdout);
                 }
                 if ((profile || tma) && cf.mode == 6 &&
