@@ -48,8 +48,11 @@
  *     (scanner_loop), and a tile's exchange polls one state word;
  * 11  rwindow_kernel: MODE 10's forward with the tile dropped from shared
  *     memory once reduced and copied again for its finish, LAG tiles
- *     later, from L2 if its lines are still there.
- * Modes 2, 4, 6, 8, 10 and 11 are checked against a serial double-precision
+ *     later, from L2 if its lines are still there;
+ * 12  gwindow_kernel: MODE 10's forward with one more tile of lag in the
+ *     tile threads' registers (setmaxnreg: the sm_90a build below; 136 registers for the tile
+ *     threads, 120 for the rest, where the fewest spills were).
+ * Modes 2, 4, 6, 8, 10, 11 and 12 are checked against a serial double-precision
  * reference. (Two more, measured in runs r13 and r15 and then removed,
  * are in the history at 6ac3da8: the worker folding all Gc - 1 aggregates
  * itself, and MODE 2's exchange by 64 threads of their own.)
@@ -64,6 +67,8 @@
  * Build (from the repository root):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itools -Iinclude dev/cuda/window/window.cu
  *        tools/bench_flush.cu -o window
+ * (--reg's kernel needs sm_90a: -gencode=arch=compute_90a,code=sm_90a
+ * -DWINDOW_SM90A in place of -arch=sm_90.)
  * Run:   ./window [T [OPTION]], OPTION one of --lag, --nowait, --tma,
  *        --prof, --probe, --cluster, --ws, --reload, --scan (T default
  *        2^20). Prints a table against the copy roofline, queued timing as
@@ -74,7 +79,7 @@
  *        kernel's phases, the no-fold control and the fast slices;
  *        --probe: an L2 hit's and a DRAM load's round trips, idle and
  *        under the bound's copies; --cluster: the cluster exchange;
- *        --ws: warp specialization; --reload: MODE 11; --scan: the
+ *        --ws: warp specialization; --reload: MODE 11; --reg: MODE 12; --scan: the
  *        scanner, alone (over aggregates published beforehand) and in
  *        MODE 10, one chain.
  */
@@ -2267,6 +2272,225 @@ __global__ void __launch_bounds__(ws_threads(XT), 1)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The forward's lag held in the tile threads' registers (MODE 12)          */
+
+/*
+ * gwindow_kernel: swindow_kernel's forward (tiles by worker or by ticket,
+ * the groups' exchange in XT teams) with one more tile of lag held in the
+ * 256 tile threads' registers: in iteration k the workers reduce tile k
+ * from its stage, finish tile k - LAG - 1 from their registers, then load
+ * their part of tile k - LAG (S steps of 4 columns of a and b: 8 S floats)
+ * from its stage into those registers and free the stage. So NS stages
+ * give a lag of LAG + 1 tiles with as many copies in flight as
+ * swindow_kernel's lag LAG. The block is four warpgroups (512 threads:
+ * 256 tile threads, the XT <= 3 teams, the producer, an idle warp) and
+ * moves registers from the exchange and the producer to the tile threads
+ * with setmaxnreg (sm_90a: -gencode=arch=compute_90a,code=sm_90a; in a
+ * plain sm_90 build the kernel is empty and the host skips it).
+ */
+constexpr int kGSlots = 6, kGThreads = 512, kGRegsTile = 136, kGRegsRest = 120;
+static_assert(2 * 128 * kGRegsTile + 2 * 128 * kGRegsRest <= 65536, "register file");
+static_assert(kGSlots >= 4 && kGThreads == 4 * 128, "slots, warpgroups");
+
+template <int S, int L>
+__device__ __forceinline__ void tile_finish_regs(const wparams &p, const float (&ra)[S][4],
+                                                 const float (&rb)[S][4], int64_t c, int r,
+                                                 int ty, int tx, float (&st)[4], float *hout)
+{
+    int64_t t0;
+    int nr;
+    chunk_rows<L, false>(p, c, t0, nr);
+    const int64_t colo = r * W + tx * 4;
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        const int i = ty * S + s;
+        if (i < nr) {
+#pragma unroll
+            for (int v = 0; v < 4; v++)
+                st[v] = ra[s][v] * st[v] + rb[s][v];
+            stcs4(hout + (t0 + i) * p.H + colo, make_float4(st[0], st[1], st[2], st[3]));
+        }
+    }
+}
+
+/* gwindow_kernel's producer: tiles by ticket or the worker's, each copied
+ * into the next free stage. */
+template <int L, int NS, bool TICKET>
+__device__ __forceinline__ void gwindow_producer(const wparams &p, const CUtensorMap &ta,
+                                              const CUtensorMap &tb, const worker &wk,
+                                              uint64_t *full, uint64_t *empty, int64_t *stile,
+                                              float *ring)
+{
+    const int R = wk.R, Gc = wk.Gc;
+    const int64_t NT = wk.NC * R;
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    for (int64_t k = 0;; k++) {
+        if (k >= NS)
+            mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
+        int64_t n;
+        if (TICKET) {
+            const unsigned long long u = atomicAdd(p.counter, 1ull);
+            n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
+        } else {
+            n = k < wk.nk ? (wk.c0 + k * Gc) * R + wk.r : NT;
+        }
+        if (n >= NT) {
+            stile[k % NS] = -1;
+            mbar_arrive(&full[k % NS]);
+            return;
+        }
+        stile[k % NS] = n;
+        issue_tile<L, false>(p, &ta, &tb, (int)(n % R), n / R, stage(k), &full[k % NS]);
+    }
+}
+
+template <int S, int NS, int LAG, int XT, bool TICKET>
+__global__ void __launch_bounds__(kGThreads, 1)
+    gwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
+                   const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
+                   const __grid_constant__ CUtensorMap td)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(NS >= LAG + 2 && kGSlots >= LAG + 3 && kGSlots >= XT && XT <= 3,
+                  "too few stages or slots, or too many teams");
+    constexpr int L = TY * S, LT = LAG + 1; /* the lag in all */
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) floats */
+    __shared__ uint64_t full[NS], empty[NS], aggbar[kGSlots], carrybar[kGSlots];
+    __shared__ int64_t stile[NS], atile[kGSlots];
+    __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
+    __shared__ float aggA[kGSlots][W], aggB[kGSlots][W], carry[kGSlots][W];
+    float *const ring = reinterpret_cast<float *>(ring_raw);
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
+    const worker wk = worker_at<L>(p);
+    const int tid = wk.tid, R = wk.R, Gc = wk.Gc;
+    const int64_t NC = wk.NC;
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], kThreads / 32);
+        }
+        for (int q = 0; q < kGSlots; q++) {
+            mbar_init(&aggbar[q], W);
+            mbar_init(&carrybar[q], kXThreads);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    /* warpgroups 0, 1: the tile threads; 2, 3: the teams, the producer, idle
+     * (the warpgroup as a warp-uniform value, so that each role's code lies
+     * under its own setmaxnreg) */
+    const int wgrp = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
+    const int prod = kThreads + XT * kXThreads;
+    if (wgrp >= 2) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kGRegsRest));
+        if (tid >= prod) { /* the producer (one thread); the rest idle */
+            if (tid == prod)
+                gwindow_producer<L, NS, TICKET>(p, ta, tb, wk, full, empty, stile, ring);
+            return;
+        }
+        exchange_loop<kGSlots, XT>(p, tid, Gc, NC, aggbar, carrybar, atile, aggA, aggB, carry);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kGRegsTile));
+
+    /* the workers */
+    float *const hout = p.h;
+    const int tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
+    const bool wprof = p.prof && tid == 0;
+    unsigned long long wck[3] = {0, 0, 0};
+    float eA[LT + 1][4], eB[LT + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LT */
+    int64_t en[LT + 1];
+    float ra[S][4], rb[S][4]; /* this thread's part of the tile in registers */
+#pragma unroll
+    for (int i = 0; i <= LT; i++) {
+        en[i] = -1;
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            eA[i][v] = 1.0f;
+            eB[i][v] = 0.0f;
+        }
+    }
+    int64_t kend = -1;
+    for (int64_t k = 0; kend < 0 || k < kend + LT; k++) {
+        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int64_t n = -1;
+        if (kend < 0) {
+            const unsigned long long cf0 = wprof ? clock64() : 0;
+            mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
+            if (wprof)
+                wck[0] += clock64() - cf0;
+            n = stile[k % NS];
+            if (n < 0)
+                kend = k;
+        }
+        if (n >= 0) {
+            int64_t t0;
+            int nr;
+            chunk_rows<L, false>(p, n / R, t0, nr);
+            float A[4], Bs[4], xA[4], xB[4], nA, nB;
+            tile_summary<float, S, false>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
+            workers_sync();
+            tile_prefix(tid, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB, pA, pB, nA, nB);
+            if (tid < W) {
+                publish_pair(p.words + n * 2 * W, tid, nA, nB, p.tag);
+                aggA[k % kGSlots][tid] = nA;
+                aggB[k % kGSlots][tid] = nB;
+                if (tid == 0)
+                    atile[k % kGSlots] = n;
+                mbar_arrive(&aggbar[k % kGSlots]);
+            }
+        }
+        push_prefix(eA, eB, pA, pB);
+#pragma unroll
+        for (int i = LT; i >= 1; i--)
+            en[i] = en[i - 1];
+        en[0] = n;
+        /* tile k - LT from the registers */
+        const int64_t kf = k - LT, nf = en[LT];
+        if (kf >= 0 && nf >= 0) {
+            const unsigned long long cc0 = wprof ? clock64() : 0;
+            mbar_wait(&carrybar[kf % kGSlots], (unsigned)((kf / kGSlots) & 1));
+            if (wprof) {
+                wck[1] += clock64() - cc0;
+                wck[2]++;
+            }
+            float st[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++)
+                st[v] = eA[LT][v] * carry[kf % kGSlots][tx * 4 + v] + eB[LT][v];
+            tile_finish_regs<S, L>(p, ra, rb, nf / R, (int)(nf % R), ty, tx, st, hout);
+        }
+        /* tile k - LAG into the registers, its stage freed */
+        const int64_t kr = k - LAG, nrr = en[LAG];
+        if (kr >= 0 && nrr >= 0) {
+            const float *sa = stage(kr), *sb = stage(kr) + L * W;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const float4 av = load4(sa + (ty * S + s) * W + tx * 4),
+                             bv = load4(sb + (ty * S + s) * W + tx * 4);
+                ra[s][0] = av.x, ra[s][1] = av.y, ra[s][2] = av.z, ra[s][3] = av.w;
+                rb[s][0] = bv.x, rb[s][1] = bv.y, rb[s][2] = bv.z, rb[s][3] = bv.w;
+            }
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(&empty[kr % NS]);
+        }
+    }
+    workers_sync();
+    if (tid < W)
+        for (int j = 0; j < XT; j++) {
+            if (tid == 0)
+                atile[(kend + j) % kGSlots] = -1;
+            mbar_arrive(&aggbar[(kend + j) % kGSlots]);
+        }
+    if (wprof)
+        for (int i = 0; i < 3; i++)
+            p.prof[blockIdx.x * kProf + 6 + i] = wck[i];
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
 /* --probe's baseline: the window kernel's two round trips on an idle device */
 
 /* Thread 0 of each block, n times: a load of a word it stored (an L2 hit)
@@ -2340,6 +2564,7 @@ struct config {
 #define RCFGN16(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI " no exchange", rwindow_kernel<__nv_bfloat16, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 2, 0, 0, 1, 0, 1, 0, XT, TK, HI}
 #define XCFG(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<float, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
 #define XCFG16(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
+#define GCFG(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<S, NS, LAG, XT, TK>, S, NS, 12, false, 4, 0, 0, 0, 0, 1, 0, XT, TK}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -2462,12 +2687,19 @@ int main(int argc, char **argv)
                                 XCFG(6, 4, 2, 3, false, 8), XCFG(6, 4, 2, 3, false, 4),
                                 XCFG(8, 3, 1, 2, false, 8), XCFG16(12, 4, 2, 3, false, 8),
                                 XCFG(6, 4, 2, 3, true, 8)};
+    /* --reg: one more tile of lag in the tile threads' registers
+     * (gwindow_kernel, the sm_90a build), beside swindow_kernel's forward */
+    const config reg_cfgs[] = {
+        CFG(4, 6, 0, false),       SCFG(6, 4, 2, 3, 0, false), SCFG(6, 4, 2, 3, 1, false),
+        GCFG(6, 4, 2, 3, false),   GCFG(6, 4, 2, 3, true),     GCFG(6, 4, 2, 2, false),
+        GCFG(8, 3, 1, 3, false),   GCFG(8, 3, 1, 2, false),    GCFG(5, 5, 3, 3, false),
+        GCFG(5, 5, 3, 3, true)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
                probing = !strcmp(opt, "--probe"), clusters = !strcmp(opt, "--cluster"),
                ws = !strcmp(opt, "--ws"), reload = !strcmp(opt, "--reload"),
-               scanning = !strcmp(opt, "--scan");
+               scanning = !strcmp(opt, "--scan"), regs = !strcmp(opt, "--reg");
     const config *cfgs = nowait     ? nowait_cfgs
                          : lag      ? lag_cfgs
                          : profile  ? prof_cfgs
@@ -2477,6 +2709,7 @@ int main(int argc, char **argv)
                          : ws       ? ws_cfgs
                          : reload   ? reload_cfgs
                          : scanning ? scan_cfgs
+                         : regs     ? reg_cfgs
                                     : pipe_cfgs;
     const int ncfgs = nowait     ? 3
                       : probing  ? (int)(sizeof probe_cfgs / sizeof probe_cfgs[0])
@@ -2484,6 +2717,7 @@ int main(int argc, char **argv)
                       : ws       ? (int)(sizeof ws_cfgs / sizeof ws_cfgs[0])
                       : reload   ? (int)(sizeof reload_cfgs / sizeof reload_cfgs[0])
                       : scanning ? (int)(sizeof scan_cfgs / sizeof scan_cfgs[0])
+                      : regs     ? (int)(sizeof reg_cfgs / sizeof reg_cfgs[0])
                       : tma      ? (int)(sizeof tma_cfgs / sizeof tma_cfgs[0])
                       : lag      ? (int)(sizeof lag_cfgs / sizeof lag_cfgs[0])
                       : profile  ? (int)(sizeof prof_cfgs / sizeof prof_cfgs[0])
@@ -2606,6 +2840,13 @@ int main(int argc, char **argv)
                 if (cf.bwd != (dir == 1))
                     continue;
                 const size_t smem = (size_t)cf.NS * 2 * TY * cf.S * W * cf.es;
+#ifndef WINDOW_SM90A
+                if (cf.mode == 12) {
+                    printf("| %d | %s | %s | needs the sm_90a build (-DWINDOW_SM90A) |\n", H,
+                           dir ? "bwd" : "fwd", cf.name);
+                    continue;
+                }
+#endif
                 const bool b16 = cf.es == 2;
                 const char *dt = b16 ? "bf16" : "f32";
                 cudaFuncAttributes fa;
@@ -2618,7 +2859,7 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaFuncSetAttribute(
                     cf.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
                 int per;
-                const int nthreads = cf.mode >= 10 ? kThreads + cf.xt * kXThreads + 32 : kThreads;
+                const int nthreads = cf.mode == 12 ? kGThreads : cf.mode >= 10 ? kThreads + cf.xt * kXThreads + 32 : kThreads;
                 CUDA_CHECK(
                     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
@@ -2772,7 +3013,8 @@ int main(int argc, char **argv)
                              bw = (dir ? 20.0 : 12.0) * (b16 ? 0.5 : 1.0) * (double)n / t;
                 printf("| %d | %s %s | %s | %s | %.3f | %.1f | %.1f | %.2e%s |\n", H, dt,
                        dir ? "bwd" : "fwd", cf.name,
-                       cf.mode == 11  ? "reload"
+                       cf.mode == 12  ? "reg"
+                       : cf.mode == 11 ? "reload"
                        : cf.mode == 10 ? "ws"
                        : cf.mode == 8 ? "cluster"
                        : cf.mode == 6 ? "pipe"
