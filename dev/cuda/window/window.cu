@@ -2292,10 +2292,23 @@ constexpr int kGSlots = 6, kGThreads = 512, kGRegsTile = 136, kGRegsRest = 120;
 static_assert(2 * 128 * kGRegsTile + 2 * 128 * kGRegsRest <= 65536, "register file");
 static_assert(kGSlots >= 4 && kGThreads == 4 * 128, "slots, warpgroups");
 
-template <int S, int L>
-__device__ __forceinline__ void tile_finish_regs(const wparams &p, const float (&ra)[S][4],
-                                                 const float (&rb)[S][4], int64_t c, int r,
-                                                 int ty, int tx, float (&st)[4], float *hout)
+/* A stage's four elements as stored (raw4), for registers. */
+__device__ __forceinline__ float4 sraw(const float *q)
+{
+    return *reinterpret_cast<const float4 *>(q);
+}
+__device__ __forceinline__ uint2 sraw(const __nv_bfloat16 *q)
+{
+    return *reinterpret_cast<const uint2 *>(q);
+}
+
+/* Thread (ty, tx)'s steps of chunk c from the state st entering them, its
+ * a and b held raw in registers (ra, rb), h written. */
+template <typename Tst, int S, int L>
+__device__ __forceinline__ void
+tile_finish_regs(const wparams &p, const typename raw4<Tst>::type (&ra)[S],
+                 const typename raw4<Tst>::type (&rb)[S], int64_t c, int r, int ty, int tx,
+                 float (&st)[4], Tst *hout)
 {
     int64_t t0;
     int nr;
@@ -2305,9 +2318,11 @@ __device__ __forceinline__ void tile_finish_regs(const wparams &p, const float (
     for (int s = 0; s < S; s++) {
         const int i = ty * S + s;
         if (i < nr) {
-#pragma unroll
-            for (int v = 0; v < 4; v++)
-                st[v] = ra[s][v] * st[v] + rb[s][v];
+            const float4 av = to4(ra[s]), bv = to4(rb[s]);
+            st[0] = av.x * st[0] + bv.x;
+            st[1] = av.y * st[1] + bv.y;
+            st[2] = av.z * st[2] + bv.z;
+            st[3] = av.w * st[3] + bv.w;
             stcs4(hout + (t0 + i) * p.H + colo, make_float4(st[0], st[1], st[2], st[3]));
         }
     }
@@ -2315,11 +2330,11 @@ __device__ __forceinline__ void tile_finish_regs(const wparams &p, const float (
 
 /* gwindow_kernel's producer: tiles by ticket or the worker's, each copied
  * into the next free stage. */
-template <int L, int NS, bool TICKET>
+template <int L, int NS, bool TICKET, typename Tst>
 __device__ __forceinline__ void gwindow_producer(const wparams &p, const CUtensorMap &ta,
                                               const CUtensorMap &tb, const worker &wk,
                                               uint64_t *full, uint64_t *empty, int64_t *stile,
-                                              float *ring)
+                                              Tst *ring)
 {
     const int R = wk.R, Gc = wk.Gc;
     const int64_t NT = wk.NC * R;
@@ -2344,7 +2359,7 @@ __device__ __forceinline__ void gwindow_producer(const wparams &p, const CUtenso
     }
 }
 
-template <int S, int NS, int LAG, int XT, bool TICKET>
+template <typename Tst, int S, int NS, int LAG, int XT, bool TICKET>
 __global__ void __launch_bounds__(kGThreads, 1)
     gwindow_kernel(const __grid_constant__ wparams p, const __grid_constant__ CUtensorMap ta,
                    const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th,
@@ -2354,12 +2369,12 @@ __global__ void __launch_bounds__(kGThreads, 1)
     static_assert(NS >= LAG + 2 && kGSlots >= LAG + 3 && kGSlots >= XT && XT <= 3,
                   "too few stages or slots, or too many teams");
     constexpr int L = TY * S, LT = LAG + 1; /* the lag in all */
-    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) floats */
+    extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of Tst */
     __shared__ uint64_t full[NS], empty[NS], aggbar[kGSlots], carrybar[kGSlots];
     __shared__ int64_t stile[NS], atile[kGSlots];
     __shared__ float4 wgA[2][8][TX], wgB[2][8][TX];
     __shared__ float aggA[kGSlots][W], aggB[kGSlots][W], carry[kGSlots][W];
-    float *const ring = reinterpret_cast<float *>(ring_raw);
+    Tst *const ring = reinterpret_cast<Tst *>(ring_raw);
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     const worker wk = worker_at<L>(p);
     const int tid = wk.tid, R = wk.R, Gc = wk.Gc;
@@ -2385,7 +2400,7 @@ __global__ void __launch_bounds__(kGThreads, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kGRegsRest));
         if (tid >= prod) { /* the producer (one thread); the rest idle */
             if (tid == prod)
-                gwindow_producer<L, NS, TICKET>(p, ta, tb, wk, full, empty, stile, ring);
+                gwindow_producer<L, NS, TICKET, Tst>(p, ta, tb, wk, full, empty, stile, ring);
             return;
         }
         exchange_loop<kGSlots, XT>(p, tid, Gc, NC, aggbar, carrybar, atile, aggA, aggB, carry);
@@ -2394,13 +2409,13 @@ __global__ void __launch_bounds__(kGThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kGRegsTile));
 
     /* the workers */
-    float *const hout = p.h;
+    Tst *const hout = as_storage<Tst>(p.h);
     const int tx = wk.tx, ty = wk.ty, warp = wk.warp, lane = wk.lane;
     const bool wprof = p.prof && tid == 0;
     unsigned long long wck[3] = {0, 0, 0};
     float eA[LT + 1][4], eB[LT + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LT */
     int64_t en[LT + 1];
-    float ra[S][4], rb[S][4]; /* this thread's part of the tile in registers */
+    typename raw4<Tst>::type ra[S], rb[S]; /* this thread's part of the tile, raw */
 #pragma unroll
     for (int i = 0; i <= LT; i++) {
         en[i] = -1;
@@ -2428,7 +2443,7 @@ __global__ void __launch_bounds__(kGThreads, 1)
             int nr;
             chunk_rows<L, false>(p, n / R, t0, nr);
             float A[4], Bs[4], xA[4], xB[4], nA, nB;
-            tile_summary<float, S, false>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
+            tile_summary<Tst, S, false>(stage(k), stage(k) + L * W, nr, ty, tx, A, Bs);
             warp_rows(A, Bs, lane, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB);
             workers_sync();
             tile_prefix(tid, warp, tx, wgA[k & 1], wgB[k & 1], xA, xB, pA, pB, nA, nB);
@@ -2459,18 +2474,16 @@ __global__ void __launch_bounds__(kGThreads, 1)
 #pragma unroll
             for (int v = 0; v < 4; v++)
                 st[v] = eA[LT][v] * carry[kf % kGSlots][tx * 4 + v] + eB[LT][v];
-            tile_finish_regs<S, L>(p, ra, rb, nf / R, (int)(nf % R), ty, tx, st, hout);
+            tile_finish_regs<Tst, S, L>(p, ra, rb, nf / R, (int)(nf % R), ty, tx, st, hout);
         }
         /* tile k - LAG into the registers, its stage freed */
         const int64_t kr = k - LAG, nrr = en[LAG];
         if (kr >= 0 && nrr >= 0) {
-            const float *sa = stage(kr), *sb = stage(kr) + L * W;
+            const Tst *sa = stage(kr), *sb = stage(kr) + L * W;
 #pragma unroll
             for (int s = 0; s < S; s++) {
-                const float4 av = load4(sa + (ty * S + s) * W + tx * 4),
-                             bv = load4(sb + (ty * S + s) * W + tx * 4);
-                ra[s][0] = av.x, ra[s][1] = av.y, ra[s][2] = av.z, ra[s][3] = av.w;
-                rb[s][0] = bv.x, rb[s][1] = bv.y, rb[s][2] = bv.z, rb[s][3] = bv.w;
+                ra[s] = sraw(sa + (ty * S + s) * W + tx * 4);
+                rb[s] = sraw(sb + (ty * S + s) * W + tx * 4);
             }
             __syncwarp();
             if (lane == 0)
@@ -2564,7 +2577,8 @@ struct config {
 #define RCFGN16(S, NA, NB, LAG, XT, TK, HI) {#S ":" #NA "+" #NB " lag" #LAG " x" #XT " t" #TK " h" #HI " no exchange", rwindow_kernel<__nv_bfloat16, S, NA, NB, LAG, XT, TK>, S, NA + NB, 11, false, 2, 0, 0, 1, 0, 1, 0, XT, TK, HI}
 #define XCFG(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<float, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 4, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
 #define XCFG16(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
-#define GCFG(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<S, NS, LAG, XT, TK>, S, NS, 12, false, 4, 0, 0, 0, 0, 1, 0, XT, TK}
+#define GCFG(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<float, S, NS, LAG, XT, TK>, S, NS, 12, false, 4, 0, 0, 0, 0, 1, 0, XT, TK}
+#define GCFG16(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK>, S, NS, 12, false, 2, 0, 0, 0, 0, 1, 0, XT, TK}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -2693,7 +2707,8 @@ int main(int argc, char **argv)
         CFG(4, 6, 0, false),       SCFG(6, 4, 2, 3, 0, false), SCFG(6, 4, 2, 3, 1, false),
         GCFG(6, 4, 2, 3, false),   GCFG(6, 4, 2, 3, true),     GCFG(6, 4, 2, 2, false),
         GCFG(8, 3, 1, 3, false),   GCFG(8, 3, 1, 2, false),    GCFG(5, 5, 3, 3, false),
-        GCFG(5, 5, 3, 3, true)};
+        GCFG(5, 5, 3, 3, true),    SCFG16(12, 4, 2, 3, 0, false), GCFG16(12, 4, 2, 3, false),
+        GCFG16(16, 3, 1, 3, false)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
