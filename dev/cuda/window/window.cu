@@ -126,6 +126,7 @@ struct wparams {
     unsigned long long tbase;    /* and this launch's first ticket */
     int hint; /* reload: the first copies evict-last in L2, the reloads evict-first */
     int scan; /* warp-specialized by ticket: block 0 scans the aggregates into states */
+    int wide; /* forward, H = 64: the maps view [T, 64] as [T / 2, 128] (rows of 2 steps) */
 };
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
@@ -215,6 +216,11 @@ __device__ void issue_tile(const wparams &p, const CUtensorMap *ta, const CUtens
     int nb;
     chunk_rows<L, BWD>(p, c, t0, nb);
     mbar_expect(m, 2u * L * W * sizeof(Tst));
+    if (!BWD && p.wide) { /* the same bytes in boxes of L / 2 rows of two steps */
+        tma_2d(st, ta, 0, (int)(t0 / 2), m);
+        tma_2d(st + L * W, tb, 0, (int)(t0 / 2), m);
+        return;
+    }
     tma_2d(st, ta, r * W, (int)(BWD ? t0 + 1 : t0), m);
     tma_2d(st + L * W, tb, r * W, (int)t0, m);
 }
@@ -2551,6 +2557,7 @@ struct config {
     int tk = 0;       /* warp specialization: tiles by ticket */
     int hint = 0;     /* reload: wparams.hint */
     int scan = 0;     /* warp specialization: wparams.scan */
+    int wide = 0;     /* wparams.wide */
 };
 
 /* clang-format off */
@@ -2579,6 +2586,8 @@ struct config {
 #define XCFG16(S, NS, LAG, XT, B, K) {#S ":" #NS " lag" #LAG " x" #XT " t1 scan" #K, swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, true, B, K>, S, NS, 10, B, 2, 0, 0, 0, 0, 1, 0, XT, 1, 0, 1}
 #define GCFG(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<float, S, NS, LAG, XT, TK>, S, NS, 12, false, 4, 0, 0, 0, 0, 1, 0, XT, TK}
 #define GCFG16(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK, gwindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK>, S, NS, 12, false, 2, 0, 0, 0, 0, 1, 0, XT, TK}
+#define SCFG16W(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG " x" #XT " t" #TK " wide", swindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK, false>, S, NS, 10, false, 2, 0, 0, 0, 0, 1, 0, XT, TK, 0, 0, 1}
+#define GCFG16W(S, NS, LAG, XT, TK) {#S ":" #NS " lag" #LAG "+1 x" #XT " t" #TK " wide", gwindow_kernel<__nv_bfloat16, S, NS, LAG, XT, TK>, S, NS, 12, false, 2, 0, 0, 0, 0, 1, 0, XT, TK, 0, 0, 1}
 #define PCFGE(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<float, S, NS, E, B>, S, NS, 6, B, 4, 1}
 #define PCFGE16(S, NS, E, B) {#S ":" #NS " E" #E " early", pwindow_kernel<__nv_bfloat16, S, NS, E, B>, S, NS, 6, B, 2, 1}
 /* clang-format on */
@@ -2598,6 +2607,26 @@ static CUtensorMap tile_map(const void *base, int64_t T, int H, int L, int esize
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (e != CUDA_SUCCESS) {
         fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)e);
+        exit(1);
+    }
+    return m;
+}
+
+/* H = 64 only: [T, 64] viewed as [T / 2, 128], boxes of L / 2 rows of two
+ * steps (256-byte rows for 16-bit storage). */
+static CUtensorMap wide_map(const void *base, int64_t T, int L, int esize)
+{
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {(cuuint64_t)2 * W, (cuuint64_t)(T / 2)},
+                     strides[1] = {(cuuint64_t)2 * W * esize};
+    const cuuint32_t box[2] = {(cuuint32_t)2 * W, (cuuint32_t)(L / 2)}, es[2] = {1, 1};
+    const CUresult e = encode_tiled(
+        &m, esize == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+        (void *)base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (e != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled (wide): %d\n", (int)e);
         exit(1);
     }
     return m;
@@ -2708,7 +2737,8 @@ int main(int argc, char **argv)
         GCFG(6, 4, 2, 3, false),   GCFG(6, 4, 2, 3, true),     GCFG(6, 4, 2, 2, false),
         GCFG(8, 3, 1, 3, false),   GCFG(8, 3, 1, 2, false),    GCFG(5, 5, 3, 3, false),
         GCFG(5, 5, 3, 3, true),    SCFG16(12, 4, 2, 3, 0, false), GCFG16(12, 4, 2, 3, false),
-        GCFG16(16, 3, 1, 3, false)};
+        GCFG16(16, 3, 1, 3, false), SCFG16W(12, 4, 2, 3, false), GCFG16W(12, 4, 2, 3, false),
+        GCFG16W(16, 3, 1, 3, false)};
     const char *opt = argc > 2 ? argv[2] : "";
     const bool nowait = !strcmp(opt, "--nowait"), lag = !strcmp(opt, "--lag"),
                profile = !strcmp(opt, "--prof"), tma = !strcmp(opt, "--tma"),
@@ -2878,8 +2908,15 @@ int main(int argc, char **argv)
                 CUDA_CHECK(
                     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, cf.kernel, nthreads, smem));
                 const int L = TY * cf.S;
-                const CUtensorMap ta = tile_map(b16 ? (void *)da16 : da, T, H, L, cf.es),
-                                  tb = tile_map(b16 ? (void *)db16 : db, T, H, L, cf.es),
+                if (cf.wide && (H != W || T % 2 || L % 2)) {
+                    printf("| %d | %s | %s | wide boxes: H = 64 and even T only |\n", H,
+                           dir ? "bwd" : "fwd", cf.name);
+                    continue;
+                }
+                const CUtensorMap ta = cf.wide ? wide_map(b16 ? (void *)da16 : da, T, L, cf.es)
+                                               : tile_map(b16 ? (void *)da16 : da, T, H, L, cf.es),
+                                  tb = cf.wide ? wide_map(b16 ? (void *)db16 : db, T, L, cf.es)
+                                               : tile_map(b16 ? (void *)db16 : db, T, H, L, cf.es),
                                   th = tile_map(b16 ? (void *)dout16 : dout, T, H, L, cf.es),
                                   td = tile_map(b16 ? (void *)dout216 : dout2, T, H, L, cf.es);
                 if (per < 1) {
@@ -2986,6 +3023,7 @@ int main(int argc, char **argv)
                 };
                 p.hint = cf.hint;
                 p.scan = cf.scan;
+                p.wide = cf.wide;
                 CUDA_CHECK(cudaMemsetAsync(p.h, 0, n * cf.es, s));
                 CUDA_CHECK(cudaMemsetAsync(p.hd, 0, n * cf.es, s));
                 launch();
