@@ -97,11 +97,14 @@ elif [ -x "$dir/prnn_test_dist" ]; then
   echo "== prnn_test_dist skipped: no mpirun on the PATH"
 fi
 # The CUDA scan's kernels on the CPU (release mode, where a C++ compiler is
-# found): src/scan_cuda.cu compiled against dev/cuda/sim's simulator of
-# blocks, warps and look-back words, every staged path forced, checked
-# against the CPU reference (the GPU suite's quick shapes).
+# found): src/scan_cuda.cu and src/scan_window.cu compiled against
+# dev/cuda/sim's simulator of blocks, warps, look-back words, mbarriers and
+# tensor-map copies, every staged path forced, checked against the CPU
+# reference (the GPU suite's quick shapes); then the few-chain backward's
+# cases with WINDOW taken at every T.
 if [ "$mode" = release ] && [ "${PRNN_TEST_SIM:-1}" = 1 ] && command -v g++ >/dev/null; then
   run_suite env SIM_DEFS="-DPRNN_STAGE_WAVES=0 -DPRNN_STAGE16_LONG_T=300" dev/cuda/sim/run.sh --quick
+  run_suite env SIM_DEFS="-DPRNN_WINDOW_MIN_T=1" dev/cuda/sim/run.sh --window --quick
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1991,15 +1991,10 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
 namespace {
 
 /* WINDOW (scan_window.cu) for a backward on the vector path it applies
- * to: true, with its status in *s; false where it does not apply (and in
- * the host simulator, which has no tensor-map copies). */
+ * to: true, with its status in *s; false where it does not apply. */
 template <typename T, bool BWD>
 bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
 {
-#ifdef PRNN_CUDA_SIM
-    (void)st, (void)p, (void)s;
-    return false;
-#else
     if constexpr (!BWD) return false;
     if (!window_applies<T>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
     *s = words_reserve(st, window_words<T>(p, st->sm_count));
@@ -2016,7 +2011,6 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
     st->ticket_base += tickets;
     *s = map_cuda_error(e);
     return true;
-#endif
 }
 
 template <typename T, bool BWD>

@@ -45,6 +45,11 @@
 #include <cudaTypedefs.h>
 #include <type_traits>
 
+#ifndef PRNN_LAUNCH_SMEM /* the host simulator defines its own */
+#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                                  \
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), (smem), (stream), __VA_ARGS__)
+#endif
+
 namespace prnn_cuda {
 
 namespace {
@@ -147,10 +152,29 @@ window_geometry window_geometry_of(int64_t T, int64_t R, int L, int sm_count)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Device side (sm_90 instructions: the kernel is empty on older targets)   */
+/* Device side (sm_90 instructions: the kernel is empty on older targets;   */
+/* the host simulator, dev/cuda/sim, brings its own)                        */
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(PRNN_CUDA_SIM)
+#define PRNN_WINDOW_DEVICE 1
+#endif
+
+#ifdef PRNN_WINDOW_DEVICE
 constexpr int kTX = 16; /* column threads of 4 channels */
+#endif
+
+#if defined(PRNN_WINDOW_DEVICE) && defined(PRNN_CUDA_SIM)
+inline void mbar_init(uint64_t *m, unsigned n) { prnn_sim::mbar_init(m, n); }
+inline void mbar_init_fence() {}
+inline void mbar_arrive(uint64_t *m) { prnn_sim::mbar_arrive(m); }
+inline void mbar_expect(uint64_t *m, unsigned bytes) { prnn_sim::mbar_expect(m, bytes); }
+inline void mbar_wait(uint64_t *m, unsigned parity) { prnn_sim::mbar_wait(m, parity); }
+inline void tma_3d(void *dst, const CUtensorMap *map, int x, int y, int b, uint64_t *m)
+{
+    prnn_sim::tma_3d(dst, map, x, y, b, m);
+}
+inline void tile_threads_sync() { prnn_sim::named_sync(1, kThreads); }
+#elif defined(PRNN_WINDOW_DEVICE)
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
 {
@@ -160,6 +184,10 @@ __device__ __forceinline__ uint32_t saddr(const void *p)
 __device__ __forceinline__ void mbar_init(uint64_t *m, unsigned n)
 {
     asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(saddr(m)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *m)
 {
@@ -305,10 +333,14 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                       const __grid_constant__ CUtensorMap ta,
                       const __grid_constant__ CUtensorMap tdh)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef PRNN_WINDOW_DEVICE
     constexpr int L = kTY * S;
     using Q = quad<T>;
+#ifdef PRNN_CUDA_SIM
+    static __align__(128) unsigned char ring_raw[228u << 10];
+#else
     extern __shared__ __align__(128) unsigned char ring_raw[]; /* (NS, 2, L, W) of T */
+#endif
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
     __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
     __shared__ float4 wgA[2][8][kTX], wgB[2][8][kTX];
@@ -327,7 +359,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             mbar_init(&aggbar[q], kW);
             mbar_init(&carrybar[q], kXThreads);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
@@ -685,7 +717,7 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
     wp.counter = wl.counter;
     wp.tbase = wl.ticket_base;
     wp.tag = wl.tag;
-    launch(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tdh);
+    PRNN_LAUNCH_SMEM(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tdh);
     e = cudaGetLastError();
     if (e == cudaSuccess) /* every tile's, and one past the end a block */
         *tickets = (unsigned long long)w.NT + (unsigned long long)w.G;

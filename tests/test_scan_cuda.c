@@ -11,7 +11,7 @@
  * Usage: prnn_tests_cuda [--quick] [--window]   (--quick: small shapes
  * only, for compute-sanitizer and for dev/cuda/sim, which runs this same
  * program on the host; --window: only the few-chain backward's cases,
- * test_window, at full size). PRNN_TEST_SEED=N repeats a run. Without a
+ * test_window, at full size, or the quick ones with --quick). PRNN_TEST_SEED=N repeats a run. Without a
  * CUDA device it skips and passes.
  */
 #include <cuda_runtime.h>
@@ -534,8 +534,8 @@ int main(int argc, char **argv)
     cfg.device = PRNN_DEVICE_CUDA;
     cfg.cuda_device = 0;
     TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
-    if (window_only) { /* --window: those cases alone, at full size */
-        test_window(0);
+    if (window_only) { /* --window: those cases alone (at full size unless --quick) */
+        test_window(quick);
         prnn_ctx_free(g_gpu);
         prnn_ctx_free(g_cpu);
         return tu_finish();

@@ -1,8 +1,8 @@
 /*
  * sim.cpp - a small host simulator of the CUDA execution model, enough to
- * run prnn's real kernels (src/scan_cuda.cu compiled by g++ against the
- * shims in include/) and so check them against the CPU oracle on a machine
- * without a GPU. It proves the index arithmetic, the semantics (reverse,
+ * run prnn's real kernels (src/scan_cuda.cu and src/scan_window.cu compiled
+ * by g++ against the shims in include/) and so check them against the CPU
+ * oracle on a machine without a GPU. It proves the index arithmetic, the semantics (reverse,
  * lengths, states, dtypes, the scalar and vector paths) and the look-back's
  * logic; it proves nothing about speed or about the hardware memory model.
  *
@@ -14,6 +14,14 @@
  * so the look-back sees aggregates (status A), not-yet-published tiles
  * (retries) and inclusive prefixes (P) in every mix, word by word; near 1,
  * long runs of aggregates force look-backs over many rounds.
+ *
+ * WINDOW's sm_90 instructions: mbarriers keep their pending arrivals,
+ * transaction bytes and completed phases (a wait spins, yielding, until the
+ * phase's parity turns); a tensor-map copy is done at once (elements
+ * outside the tensor as zeros) and its bytes counted on the mbarrier; a
+ * named barrier releases its first count arrivals. Blocks still run one at
+ * a time: WINDOW takes its tiles by ticket and waits only on smaller
+ * tickets, so the first block to run takes every tile.
  *
  * Memory: cudaMalloc returns host memory filled with 0xA5 bytes (garbage, as
  * on a device); copies are memcpy; streams are tokens. PRNN_SIM_SEED seeds
@@ -28,13 +36,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda.h"
 #include "cuda_runtime.h"
+#include "cudaTypedefs.h"
 
 namespace prnn_sim {
 namespace {
 
 constexpr size_t kStack = 256 * 1024;
-enum { RUN = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2 };
+enum { RUN = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2, AT_NAMED_BARRIER = 16 /* + id */ };
 
 struct fiber {
     ucontext_t ctx;
@@ -197,6 +207,118 @@ float shfl(unsigned mask, float v, int src)
     return w.vals[gen & 1][src & 31];
 }
 
+/* A full-warp barrier (__syncwarp): a shuffle whose value nobody reads. */
+void syncwarp() { (void)shfl(0xffffffffu, 0.0f, 0); }
+
+/* Named barriers (bar.sync id, count): the first count threads to arrive
+ * at id go on together. */
+void named_sync(int id, int count)
+{
+    static int arrived[16];
+    if (++arrived[id] == count) {
+        arrived[id] = 0;
+        release(AT_NAMED_BARRIER + id);
+        return;
+    }
+    fibers[cur].wait = AT_NAMED_BARRIER + id;
+    to_scheduler();
+}
+
+/* mbarriers: the arrivals a phase expects, those still pending, the
+ * transaction bytes still to come and the phases completed. A wait on
+ * parity p returns once the completed phases' parity differs from p. */
+struct mbarrier {
+    unsigned count, pending;
+    long long tx;
+    unsigned phases;
+};
+std::unordered_map<const uint64_t *, mbarrier> mbarriers;
+
+static mbarrier &mbar_of(uint64_t *m)
+{
+    auto it = mbarriers.find(m);
+    if (it == mbarriers.end()) {
+        fprintf(stderr, "prnn sim: mbarrier used before its init\n");
+        abort();
+    }
+    return it->second;
+}
+
+static void mbar_check(mbarrier &b)
+{
+    if (b.pending == 0 && b.tx == 0) {
+        b.phases++;
+        b.pending = b.count;
+    }
+}
+
+void mbar_init(uint64_t *m, unsigned count) { mbarriers[m] = mbarrier{count, count, 0, 0}; }
+
+void mbar_arrive(uint64_t *m)
+{
+    mbarrier &b = mbar_of(m);
+    if (b.pending == 0) {
+        fprintf(stderr, "prnn sim: mbarrier arrival past its count\n");
+        abort();
+    }
+    b.pending--;
+    mbar_check(b);
+}
+
+void mbar_expect(uint64_t *m, unsigned bytes)
+{
+    mbar_of(m).tx += bytes;
+    mbar_arrive(m);
+}
+
+void mbar_wait(uint64_t *m, unsigned parity)
+{
+    while ((mbar_of(m).phases & 1u) == (parity & 1u))
+        to_scheduler(); /* a spin: let the others move */
+}
+
+/* The simulator's tensor map, in CUtensorMap's opaque bytes. */
+struct sim_map {
+    char *base;
+    unsigned esize, rank;
+    unsigned long long dims[3], strides[3], box[3];
+};
+static_assert(sizeof(sim_map) <= sizeof(CUtensorMap), "tensor map");
+
+/* The box at (x, y, b) into dst, packed; elements outside the tensor as
+ * zeros; its bytes counted on m. */
+void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m)
+{
+    sim_map t;
+    memcpy(&t, map, sizeof t);
+    char *d = static_cast<char *>(dst);
+    const long long at[3] = {x, y, b};
+    unsigned long long bytes = 0;
+    for (unsigned long long k = 0; k < (t.rank > 2 ? t.box[2] : 1); k++)
+        for (unsigned long long j = 0; j < (t.rank > 1 ? t.box[1] : 1); j++)
+            for (unsigned long long i = 0; i < t.box[0]; i++, d += t.esize, bytes += t.esize) {
+                const long long c[3] = {at[0] + (long long)i, at[1] + (long long)j,
+                                        at[2] + (long long)k};
+                bool in = true;
+                for (unsigned r = 0; r < t.rank; r++)
+                    in = in && c[r] >= 0 && (unsigned long long)c[r] < t.dims[r];
+                if (!in) {
+                    memset(d, 0, t.esize);
+                    continue;
+                }
+                const char *src = t.base + (unsigned long long)c[0] * t.esize;
+                for (unsigned r = 1; r < t.rank; r++) src += (unsigned long long)c[r] * t.strides[r - 1];
+                memcpy(d, src, t.esize);
+            }
+    mbarrier &bar = mbar_of(m);
+    bar.tx -= (long long)bytes;
+    if (bar.tx < 0) {
+        fprintf(stderr, "prnn sim: a tensor copy of more bytes than its mbarrier expects\n");
+        abort();
+    }
+    mbar_check(bar);
+}
+
 /* Look-back words: a load may return the value before the latest store,
  * whose tag then says it is not out yet (or only its aggregate). */
 unsigned long long ld_word(const unsigned long long *p)
@@ -241,6 +363,7 @@ void launch(dim3 grid, dim3 block, const std::function<void()> &body)
         seeded = true;
     }
     word_history.clear(); /* a launch never sees values from before it began */
+    mbarriers.clear();
     cur_grid = grid;
     cur_bdim = block;
     cur_body = &body;
@@ -338,6 +461,39 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
     return cudaMemset(p, value, bytes);
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+static CUresult sim_encode_tiled(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank,
+                                 void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                                 const cuuint32_t *box, const cuuint32_t *element_strides,
+                                 CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                 CUtensorMapFloatOOBfill)
+{
+    if (rank < 1 || rank > 3) return 1;
+    prnn_sim::sim_map t = {};
+    t.base = static_cast<char *>(base);
+    t.esize = type == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ? 4 : 2;
+    t.rank = rank;
+    for (unsigned r = 0; r < rank; r++) {
+        if (element_strides[r] != 1 || box[r] == 0 || box[r] > 256) return 1;
+        t.dims[r] = dims[r];
+        t.box[r] = box[r];
+        if (r > 0) t.strides[r - 1] = strides[r - 1];
+    }
+    memset(map, 0, sizeof *map);
+    memcpy(map, &t, sizeof t);
+    return CUDA_SUCCESS;
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version,
+                                             unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult *status)
+{
+    (void)version, (void)flags;
+    const bool known = !strcmp(symbol, "cuTensorMapEncodeTiled");
+    *fn = known ? reinterpret_cast<void *>(&sim_encode_tiled) : nullptr;
+    if (status) *status = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "simulated error"; }
 
 /* The library's cuda_util.cu is not part of the simulated build; the scan

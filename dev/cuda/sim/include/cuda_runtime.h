@@ -64,6 +64,16 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 
+/* Driver entry points: the simulator has cuTensorMapEncodeTiled only. */
+typedef enum cudaDriverEntryPointQueryResult {
+    cudaDriverEntryPointSuccess = 0,
+    cudaDriverEntryPointSymbolNotFound = 1
+} cudaDriverEntryPointQueryResult;
+#define cudaEnableDefault 0
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version,
+                                             unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult *status);
+
 #ifdef __cplusplus
 }
 #include "prnn_sim_device.h"

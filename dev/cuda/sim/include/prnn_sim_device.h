@@ -1,6 +1,6 @@
 /*
  * prnn_sim_device.h (host simulator) - CUDA C++ device syntax and intrinsics
- * for host compilation of src/scan_cuda.cu: every thread of a block is a
+ * for host compilation of src/scan_cuda.cu and src/scan_window.cu: every thread of a block is a
  * fiber (dev/cuda/sim/sim.cpp); __shared__ variables become statics, which is
  * right because the simulator runs one block at a time; __syncthreads and
  * __ballot_sync and the warp shuffles are fiber barriers; ld_word may return an older value of
@@ -9,6 +9,7 @@
 #ifndef PRNN_SIM_DEVICE_H
 #define PRNN_SIM_DEVICE_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include <functional>
@@ -18,6 +19,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
@@ -34,6 +36,10 @@ struct uint4 {
 struct float4 {
     float x, y, z, w;
 };
+struct uint2 {
+    unsigned x, y;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
@@ -49,6 +55,16 @@ void launch(dim3 grid, dim3 block, const std::function<void()> &body);
 unsigned long long ld_word(const unsigned long long *p);
 void st_word(unsigned long long *p, unsigned long long v);
 int syncthreads_or(int pred);
+/* WINDOW's sm_90 instructions (src/scan_window.cu): mbarriers with
+ * transaction counts, a 3-D tensor-map copy (done at once, its bytes
+ * counted on the mbarrier), a named barrier of count threads. */
+void mbar_init(uint64_t *m, unsigned count);
+void mbar_arrive(uint64_t *m);
+void mbar_expect(uint64_t *m, unsigned bytes);
+void mbar_wait(uint64_t *m, unsigned parity);
+void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m);
+void named_sync(int id, int count);
+void syncwarp();
 } // namespace prnn_sim
 
 #define threadIdx (prnn_sim::thread_idx())
@@ -80,6 +96,7 @@ inline float __shfl_down_sync(unsigned mask, float v, unsigned d)
     return prnn_sim::shfl(mask, v, lane + (int)d < 32 ? lane + (int)d : lane);
 }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline void __syncwarp() { prnn_sim::syncwarp(); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
 {
@@ -121,6 +138,7 @@ inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int,
     return cudaSuccess;
 }
 template <typename T> inline void __stcs(T *p, T v) { *p = v; }
+template <typename T> inline T __ldcs(const T *p) { return *p; }
 inline float __ldcg(const float *p) { return *p; }
 inline float __uint_as_float(unsigned u)
 {
