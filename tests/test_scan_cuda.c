@@ -350,7 +350,9 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
  * PRNN_WINDOW_MIN_T lowered: one tile, part of one, windows with a last
- * one cut short; T = 2047 and 2048 straddle the threshold. */
+ * one cut short; T = 2047 and 2048 straddle the threshold. FIXED takes
+ * the same backward where it applies, so it runs here too. */
+static void fixed_repeat(int64_t B, int64_t T, int64_t H);
 static void test_window(int quick)
 {
     const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
@@ -372,6 +374,11 @@ static void test_window(int quick)
     if (!quick)
         for (int oi = 0; oi < N_OPTS; oi++)
             run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[12], &OPTS[oi]);
+    /* FIXED takes the same backward where it applies: its results, and the
+     * same bits twice */
+    for (int di = 0; di < 3; di++)
+        run_case(PRNN_SCAN_FIXED, dtypes[di], window_shapes[quick ? 4 : 12], &window_opts[1]);
+    fixed_repeat(2, quick ? 97 : 100003, 64);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -424,39 +431,44 @@ static void test_workspace_reuse(int quick)
 }
 
 /* FIXED gives the same bits on every run (no look-back, no order that
- * depends on timing): forward and backward twice, on a shape it runs as
- * STRIPED (16 x 1024 channels) and one it runs as the tree. */
+ * depends on timing): forward and backward twice on one shape. */
+static void fixed_repeat(int64_t B, int64_t T, int64_t H)
+{
+    const int64_t n = B * T * H;
+    float *host = tu_malloc((size_t)n * 4 * 3), *out[2];
+    tu_fill_f32(host, n, 0.5, 1.0);
+    tu_fill_f32(host + n, 2 * n, -1.0, 1.0);
+    void *pa, *pb, *pdh, *ph, *pda, *pdb;
+    float *d_a = dev_upload(host, n, 4, 0, &pa), *d_b = dev_upload(host + n, n, 4, 0, &pb);
+    float *d_dh = dev_upload(host + 2 * n, n, 4, 0, &pdh);
+    float *d_h = dev_alloc(n, 4, 0, &ph), *d_da = dev_alloc(n, 4, 0, &pda), *d_db = dev_alloc(n, 4, 0, &pdb);
+    prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
+    d.algo = PRNN_SCAN_FIXED;
+    for (int run = 0; run < 2; run++) {
+        poison(d_h, n, 4), poison(d_da, n, 4), poison(d_db, n, 4);
+        TU_REQUIRE(prnn_scan_forward(g_gpu, &d, d_h, NULL, d_a, d_b, NULL));
+        TU_REQUIRE(prnn_scan_backward(g_gpu, &d, d_da, d_db, NULL, d_a, d_h, NULL, d_dh, NULL));
+        TU_REQUIRE(prnn_ctx_synchronize(g_gpu));
+        out[run] = tu_malloc((size_t)n * 4 * 3);
+        CUDA_CHECK(cudaMemcpy(out[run], d_h, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(out[run] + n, d_da, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(out[run] + 2 * n, d_db, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    }
+    tu_check(!memcmp(out[0], out[1], (size_t)n * 4 * 3),
+             "fixed B=%lld T=%lld H=%lld: two runs give the same h, da, db bit for bit",
+             (long long)B, (long long)T, (long long)H);
+    void *bases[] = {pa, pb, pdh, ph, pda, pdb};
+    for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(bases[i]));
+    free(host), free(out[0]), free(out[1]);
+}
+
+/* Shapes FIXED runs as STRIPED (16 x 1024 channels), as the tree (T below
+ * WINDOW's threshold), and (sm_90) with the window backward. */
 static void test_fixed_repeats(int quick)
 {
-    const int64_t shapes[][3] = {{16, quick ? 70 : 700, 1024}, {2, quick ? 700 : 5000, 64}};
-    for (int si = 0; si < 2; si++) {
-        const int64_t B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], n = B * T * H;
-        float *host = tu_malloc((size_t)n * 4 * 3), *out[2];
-        tu_fill_f32(host, n, 0.5, 1.0);
-        tu_fill_f32(host + n, 2 * n, -1.0, 1.0);
-        void *pa, *pb, *pdh, *ph, *pda, *pdb;
-        float *d_a = dev_upload(host, n, 4, 0, &pa), *d_b = dev_upload(host + n, n, 4, 0, &pb);
-        float *d_dh = dev_upload(host + 2 * n, n, 4, 0, &pdh);
-        float *d_h = dev_alloc(n, 4, 0, &ph), *d_da = dev_alloc(n, 4, 0, &pda), *d_db = dev_alloc(n, 4, 0, &pdb);
-        prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
-        d.algo = PRNN_SCAN_FIXED;
-        for (int run = 0; run < 2; run++) {
-            poison(d_h, n, 4), poison(d_da, n, 4), poison(d_db, n, 4);
-            TU_REQUIRE(prnn_scan_forward(g_gpu, &d, d_h, NULL, d_a, d_b, NULL));
-            TU_REQUIRE(prnn_scan_backward(g_gpu, &d, d_da, d_db, NULL, d_a, d_h, NULL, d_dh, NULL));
-            TU_REQUIRE(prnn_ctx_synchronize(g_gpu));
-            out[run] = tu_malloc((size_t)n * 4 * 3);
-            CUDA_CHECK(cudaMemcpy(out[run], d_h, (size_t)n * 4, cudaMemcpyDeviceToHost));
-            CUDA_CHECK(cudaMemcpy(out[run] + n, d_da, (size_t)n * 4, cudaMemcpyDeviceToHost));
-            CUDA_CHECK(cudaMemcpy(out[run] + 2 * n, d_db, (size_t)n * 4, cudaMemcpyDeviceToHost));
-        }
-        tu_check(!memcmp(out[0], out[1], (size_t)n * 4 * 3),
-                 "fixed B=%lld T=%lld H=%lld: two runs give the same h, da, db bit for bit",
-                 (long long)B, (long long)T, (long long)H);
-        void *bases[] = {pa, pb, pdh, ph, pda, pdb};
-        for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(bases[i]));
-        free(host), free(out[0]), free(out[1]);
-    }
+    fixed_repeat(16, quick ? 70 : 700, 1024);
+    fixed_repeat(2, quick ? 700 : 1500, 64);
+    fixed_repeat(2, quick ? 2048 : 70001, 64);
 }
 
 static void test_user_stream(void)
