@@ -174,12 +174,9 @@ typedef enum prnn_scan_algo {
                            segments of the sequence joined by a look-back;
                            on the CPU: the same as TREE) */
     PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
-                           depends on timing, so that every run on a device
-                           gives the same bits: on CUDA the backward of 1 to
-                           4 chains of 64 channels on sm_90 as AUTO's (its
-                           carries folded in tile order), STRIPED where its
-                           blocks fill the card, else TREE; on the CPU,
-                           TREE */
+                           depends on timing, so that every run gives the same
+                           bits: on CUDA STRIPED where its blocks fill the
+                           card, else TREE; on the CPU, TREE */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 

@@ -2033,8 +2033,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_CHUNKED:
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
-    case PRNN_SCAN_FIXED: /* no look-back: WINDOW (its folds in tile order), STRIPED or the tree */
-        if (vec && window_try<T, BWD>(st, p, &window_status)) return window_status;
+    case PRNN_SCAN_FIXED: /* no look-back, no tickets: STRIPED or the tree */
         if (vec && striped_fills<T, V, BWD>(st, p)) return striped_run<T, V, BWD>(st, p);
         return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
     default:

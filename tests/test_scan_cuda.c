@@ -350,8 +350,8 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
  * PRNN_WINDOW_MIN_T lowered: one tile, part of one, windows with a last
- * one cut short; T = 2047 and 2048 straddle the threshold. FIXED takes
- * the same backward where it applies, so it runs here too. */
+ * one cut short; T = 2047 and 2048 straddle the threshold. FIXED (the tree
+ * here) gives the same bits twice at a window shape. */
 static void fixed_repeat(int64_t B, int64_t T, int64_t H);
 static void test_window(int quick)
 {
@@ -374,10 +374,6 @@ static void test_window(int quick)
     if (!quick)
         for (int oi = 0; oi < N_OPTS; oi++)
             run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[12], &OPTS[oi]);
-    /* FIXED takes the same backward where it applies: its results, and the
-     * same bits twice */
-    for (int di = 0; di < 3; di++)
-        run_case(PRNN_SCAN_FIXED, dtypes[di], window_shapes[quick ? 4 : 12], &window_opts[1]);
     fixed_repeat(2, quick ? 97 : 100003, 64);
 }
 
@@ -462,8 +458,8 @@ static void fixed_repeat(int64_t B, int64_t T, int64_t H)
     free(host), free(out[0]), free(out[1]);
 }
 
-/* Shapes FIXED runs as STRIPED (16 x 1024 channels), as the tree (T below
- * WINDOW's threshold), and (sm_90) with the window backward. */
+/* Shapes FIXED runs as STRIPED (16 x 1024 channels) and as the tree (few
+ * chains, short and long T). */
 static void test_fixed_repeats(int quick)
 {
     fixed_repeat(16, quick ? 70 : 700, 1024);
