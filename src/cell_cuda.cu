@@ -31,14 +31,10 @@
 #include "cuda_common.cuh"
 #include "scan_cuda.cuh" /* storage<T>, load_vec, store_vec, vec16 */
 
-/* Every launch goes through this macro, as in scan_cuda.cu, so that a host
+/* Every launch goes through PRNN_LAUNCH (scan_cuda.cuh), so that a host
  * simulator (dev/cuda/sim, given the few calls used here beyond the scan's:
  * cudaMemcpy2DAsync, and ex2_fast / rcp_fast below as exp2f and 1 / x) can
  * run these kernels too. */
-#ifndef PRNN_LAUNCH
-#define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
-    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
-#endif
 
 using namespace prnn_cuda;
 

@@ -44,15 +44,6 @@
 #include "prnn_internal.h"
 #include "scan_cuda.cuh"
 
-/* Every launch goes through this macro so that the lab's host simulator
- * (dev/cuda/sim) can run these same kernels on a machine without a GPU. */
-#ifndef PRNN_LAUNCH
-#define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
-    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
-#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)              \
-    prnn_cuda::launch(kernel, dim3(grid), dim3(block), (smem), (stream), __VA_ARGS__)
-#endif
-
 #ifdef DEBUG_MERGE
 #include <math.h>
 #include <stdio.h>

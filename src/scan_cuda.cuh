@@ -29,6 +29,16 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+/* Every launch of the scan's and the cells' kernels goes through these
+ * macros, so that the lab's host simulator (dev/cuda/sim) can run the same
+ * kernels on a machine without a GPU. */
+#ifndef PRNN_LAUNCH
+#define PRNN_LAUNCH(kernel, grid, block, stream, ...)                          \
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), 0, (stream), __VA_ARGS__)
+#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)              \
+    prnn_cuda::launch(kernel, dim3(grid), dim3(block), (smem), (stream), __VA_ARGS__)
+#endif
+
 namespace prnn_cuda {
 
 constexpr int kThreads = 256; /* every kernel's block size */

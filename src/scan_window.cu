@@ -45,11 +45,6 @@
 #include <cudaTypedefs.h>
 #include <type_traits>
 
-#ifndef PRNN_LAUNCH_SMEM /* the host simulator defines its own */
-#define PRNN_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                                  \
-    prnn_cuda::launch(kernel, dim3(grid), dim3(block), (smem), (stream), __VA_ARGS__)
-#endif
-
 namespace prnn_cuda {
 
 namespace {

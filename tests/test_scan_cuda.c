@@ -11,8 +11,9 @@
  * Usage: prnn_tests_cuda [--quick] [--window]   (--quick: small shapes
  * only, for compute-sanitizer and for dev/cuda/sim, which runs this same
  * program on the host; --window: only the few-chain backward's cases,
- * test_window, at full size, or the quick ones with --quick). PRNN_TEST_SEED=N repeats a run. Without a
- * CUDA device it skips and passes.
+ * test_window, at full size, or the quick ones with --quick).
+ * PRNN_TEST_SEED=N repeats a run. Without a CUDA device it skips and
+ * passes.
  */
 #include <cuda_runtime.h>
 
@@ -350,9 +351,7 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
  * PRNN_WINDOW_MIN_T lowered: one tile, part of one, windows with a last
- * one cut short; T = 2047 and 2048 straddle the threshold. FIXED (the tree
- * here) gives the same bits twice at a window shape. */
-static void fixed_repeat(int64_t B, int64_t T, int64_t H);
+ * one cut short; T = 2047 and 2048 straddle the threshold. */
 static void test_window(int quick)
 {
     const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
@@ -374,7 +373,6 @@ static void test_window(int quick)
     if (!quick)
         for (int oi = 0; oi < N_OPTS; oi++)
             run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[12], &OPTS[oi]);
-    fixed_repeat(2, quick ? 97 : 100003, 64);
 }
 
 /* ------------------------------------------------------------------------ */
