@@ -123,6 +123,24 @@ template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi
 /* Elements per 16-byte vector. */
 template <typename T> constexpr int vec16() { return (int)(16 / sizeof(T)); }
 
+/* A 16-byte vector as loaded (4 floats or 8 16-bit values) to floats. */
+template <typename T>
+__device__ __forceinline__ void unpack16(uint4 q, float (&v)[vec16<T>()])
+{
+    using S = storage<T>;
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) v[k] = __uint_as_float(w[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
+            v[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Vector I/O: VEC consecutive elements along H. VEC is 1 (scalar path, any
  * alignment) or 16 bytes' worth (the caller checked H % VEC == 0 and 16-byte
@@ -160,18 +178,7 @@ __device__ __forceinline__ void load_vec(const void *base, int64_t i, float (&v)
         v[0] = S::to_f(__ldg(static_cast<const typename S::raw *>(base) + i));
     } else {
         static_assert(VEC * sizeof(T) == 16, "vector loads are 16 bytes");
-        const uint4 q = ld_stream(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i));
-        const unsigned w[4] = {q.x, q.y, q.z, q.w};
-        if constexpr (sizeof(T) == 4) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[k] = __uint_as_float(w[k]);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                v[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
-                v[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
-            }
-        }
+        unpack16<T>(ld_stream(reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i)), v);
     }
 }
 
@@ -314,13 +321,7 @@ __device__ __forceinline__ void reg_get(const freg<VEC> &r, float (&o)[VEC])
 template <typename T, int VEC>
 __device__ __forceinline__ void reg_get(const hreg &r, float (&o)[VEC])
 {
-    using S = storage<T>;
-    const unsigned w[4] = {r.raw.x, r.raw.y, r.raw.z, r.raw.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        o[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
-        o[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
-    }
+    unpack16<T>(r.raw, o);
 }
 
 /* One step on a state: st = x * st + y. */

@@ -6,7 +6,7 @@
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
- * H / 64 of them, at most 4); a tile is L = 16 S time steps of one chain,
+ * H / 64 of them, at most 4); a tile is L = TY S time steps of one chain,
  * the backward walking time from the end: chunk c of a chain covers the
  * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
  *
@@ -19,8 +19,9 @@
  *    free, it takes a ticket and copies that tile's a and dh into the stage
  *    by two tensor-map copies (cp.async.bulk.tensor, counted on the
  *    stage's mbarrier), marking the stage with the tile;
- *  - 256 tile threads (16 column threads of 4 channels x 16 time threads
- *    of S steps): they reduce tile k to its aggregate (A, B) a column,
+ *  - 256 tile threads (column threads of one 16-byte vector, 4 fp32 or 8
+ *    16-bit channels, x time threads of S steps: 16 x 16 for fp32, 8 x 32
+ *    for 16-bit storage): they reduce tile k to its aggregate (A, B) a column,
  *    publish it as tagged words and hand it to the exchange; then finish
  *    tile k - LAG from its carry: re-run its steps from the stage, writing
  *    db = g and da = g h_{t-1} once, and free its stage;
@@ -50,7 +51,6 @@ namespace prnn_cuda {
 namespace {
 
 constexpr int kW = 64;                    /* columns a chain */
-constexpr int kTY = 16;                   /* tile threads: time threads of 16 x 4 columns */
 constexpr int kXThreads = kW, kSlots = 6; /* an exchange team; aggregate and carry slots */
 constexpr int kMaxWords = 11;             /* the most members or groups a fold: Gc <= 144 */
 
@@ -60,8 +60,9 @@ constexpr int window_threads(int XT)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Configuration: S steps a time thread (L = 16 S a tile), NS stages, tile   */
-/* k - LAG finished in iteration k, XT exchange teams                         */
+/* Configuration: S steps a time thread (L = TY S a tile: 16 S fp32, 32 S   */
+/* 16-bit), NS stages, tile k - LAG finished in iteration k, XT exchange     */
+/* teams                                                                     */
 
 /* fp32 6:4 and 16-bit 12:4, lag 2, 3 teams: the longest tiles that fit
  * four stages (192 KiB). On an H200 at T = 2^20, forward+backward % of the
@@ -80,22 +81,33 @@ constexpr int window_threads(int XT)
  * (run r29). Four teams make 544 threads a block, whose registers spill. The
  * lag of two tiles and the third team cut the tile threads' wait for a
  * carry (lab runs r27-r28: 2.3 -> 0.7 us a tile at H = 64), and the
- * ticket order keeps the blocks from drifting apart.
+ * ticket order keeps the blocks from drifting apart. The 16-bit columns of
+ * that table had tile threads of 4 channels (S twice as large for the same
+ * L). With 8 (one 16-byte vector, half the loads, stores and address
+ * arithmetic an element), run r42 measured, 16-bit 6:4 against the old 12:4:
+ *
+ *   bf16 H=64 69.4 -> 71.5, bf16 H=256 75.9 -> 77.0, fp16 H=64 68.8 -> 70.0
+ *
+ * (5:5 69.2 / 75.5, 4:6 66.0 / 72.1, 5:5 lag 3 69.7 / 75.3).
  * PRNN_WINDOW_CFG32 / PRNN_WINDOW_CFG16 ("S, NS, LAG, XT"): lab sweeps. */
 #ifndef PRNN_WINDOW_CFG32
 #define PRNN_WINDOW_CFG32 6, 4, 2, 3
 #endif
 #ifndef PRNN_WINDOW_CFG16
-#define PRNN_WINDOW_CFG16 12, 4, 2, 3
+#define PRNN_WINDOW_CFG16 6, 4, 2, 3
 #endif
-template <int S_, int NS_, int LAG_, int XT_> struct window_cfg_of {
+/* A tile thread's channels (one 16-byte vector) and the tile's time threads. */
+template <typename T> constexpr int window_vec() { return vec16<T>(); }
+template <typename T> constexpr int window_ty() { return kThreads * window_vec<T>() / kW; }
+
+template <typename T, int S_, int NS_, int LAG_, int XT_> struct window_cfg_of {
     static constexpr int S = S_, NS = NS_, LAG = LAG_, XT = XT_;
-    static constexpr int L = kTY * S;
+    static constexpr int L = window_ty<T>() * S;
     static_assert(NS >= LAG + 2 && kSlots >= LAG + 2 && kSlots >= XT, "too few stages or slots");
 };
 template <typename T>
-using window_cfg = typename std::conditional<sizeof(T) == 4, window_cfg_of<PRNN_WINDOW_CFG32>,
-                                             window_cfg_of<PRNN_WINDOW_CFG16>>::type;
+using window_cfg = typename std::conditional<sizeof(T) == 4, window_cfg_of<T, PRNN_WINDOW_CFG32>,
+                                             window_cfg_of<T, PRNN_WINDOW_CFG16>>::type;
 /* The stages' shared memory. */
 template <typename T> constexpr size_t window_smem()
 {
@@ -152,10 +164,6 @@ window_geometry window_geometry_of(int64_t T, int64_t R, int L, int sm_count)
 
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(PRNN_CUDA_SIM)
 #define PRNN_WINDOW_DEVICE 1
-#endif
-
-#ifdef PRNN_WINDOW_DEVICE
-constexpr int kTX = 16; /* column threads of 4 channels */
 #endif
 
 #if defined(PRNN_WINDOW_DEVICE) && defined(PRNN_CUDA_SIM)
@@ -229,38 +237,12 @@ __device__ __forceinline__ void chunk_rows(int64_t T, int64_t c, int64_t &t0, in
     n = (int)(hi - t0);
 }
 
-/* Four consecutive elements: as stored (4 floats, or 4 16-bit values in two
- * words) and as floats. */
-template <typename T> struct quad {
-    using raw = typename std::conditional<sizeof(T) == 4, float4, uint2>::type;
-    static __device__ __forceinline__ float4 to4(raw q)
-    {
-        if constexpr (sizeof(T) == 4) {
-            return q;
-        } else {
-            using S = storage<T>;
-            return make_float4(
-                S::to_f((typename S::raw)(q.x & 0xffffu)), S::to_f((typename S::raw)(q.x >> 16)),
-                S::to_f((typename S::raw)(q.y & 0xffffu)), S::to_f((typename S::raw)(q.y >> 16)));
-        }
-    }
-    static __device__ __forceinline__ float4 load(const T *q)
-    {
-        return to4(*reinterpret_cast<const raw *>(q));
-    }
-    static __device__ __forceinline__ raw ldcs(const T *q)
-    {
-        return __ldcs(reinterpret_cast<const raw *>(q));
-    }
-    static __device__ __forceinline__ void stcs(T *q, float4 v)
-    {
-        if constexpr (sizeof(T) == 4)
-            __stcs(reinterpret_cast<float4 *>(q), v);
-        else
-            __stcs(reinterpret_cast<uint2 *>(q),
-                   make_uint2(pack2<T>(v.x, v.y), pack2<T>(v.z, v.w)));
-    }
-};
+/* A 16-byte vector of tile columns in shared memory, as floats. */
+template <typename T>
+__device__ __forceinline__ void smem_vec(const T *q, float (&v)[vec16<T>()])
+{
+    unpack16<T>(*reinterpret_cast<const uint4 *>(q), v);
+}
 
 /* The pairs (A, B) at q(e), e < n <= kMaxWords, polled until both words of
  * each carry tag (a word found missing is loaded again and tested in the
@@ -329,8 +311,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                       const __grid_constant__ CUtensorMap tdh)
 {
 #ifdef PRNN_WINDOW_DEVICE
-    constexpr int L = kTY * S;
-    using Q = quad<T>;
+    constexpr int V = window_vec<T>(), TX = kW / V, L = window_ty<T>() * S;
 #ifdef PRNN_CUDA_SIM
     static __align__(128) unsigned char ring_raw[228u << 10];
 #else
@@ -338,7 +319,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
 #endif
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
     __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
-    __shared__ float4 wgA[2][8][kTX], wgB[2][8][kTX];
+    __shared__ float wgA[2][8][kW], wgB[2][8][kW]; /* the warps' sums, by column */
     __shared__ float aggA[kSlots][kW], aggB[kSlots][kW], carry[kSlots][kW];
     T *const ring = reinterpret_cast<T *>(ring_raw);
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * kW; };
@@ -427,24 +408,28 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         return;
     }
 
-    /* the tile threads: (ty, tx) holds 4 columns of S steps */
-    const int tx = tid % kTX, ty = tid / kTX, warp = tid / 32, lane = tid % 32;
+    /* the tile threads: (ty, tx) holds V columns of S steps; a warp holds RW time rows */
+    const int tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
     const T *const hin = static_cast<const T *>(p.hin);
-    T *const da = static_cast<T *>(p.da), *const db = static_cast<T *>(p.db);
-    float eA[LAG + 1][4], eB[LAG + 1][4]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
+    float eA[LAG + 1][V], eB[LAG + 1][V]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
     int64_t en[LAG + 1];                  /* and their tiles */
 #pragma unroll
     for (int i = 0; i <= LAG; i++) {
         en[i] = -1;
 #pragma unroll
-        for (int v = 0; v < 4; v++) {
+        for (int v = 0; v < V; v++) {
             eA[i][v] = 1.0f;
             eB[i][v] = 0.0f;
         }
     }
     int64_t kend = -1; /* the iteration that found no tile */
     for (int64_t k = 0; kend < 0 || k < kend + LAG; k++) {
-        float pA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, pB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float pA[V], pB[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            pA[v] = 1.0f;
+            pB[v] = 0.0f;
+        }
         int64_t n = -1;
         if (kend < 0) {
             mbar_wait(&full[k % NS], (unsigned)((k / NS) & 1));
@@ -452,72 +437,90 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             if (n < 0)
                 kend = k;
         }
-        if (n >= 0) { /* reduce tile k: a scan of the thread sums over the 16 time threads */
+        if (n >= 0) { /* reduce tile k: a scan of the thread sums over the TY time threads */
             int64_t t0;
             int nr;
             chunk_rows<L>(p.T, n / R, t0, nr);
             T *const sa = stage(k), *const sdh = stage(k) + L * kW;
             if (n < R && ty == 0) { /* step T - 1 (this thread's first): g_T = dhT enters at 1 */
-                const float4 one = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-                if constexpr (sizeof(T) == 4)
-                    *reinterpret_cast<float4 *>(sa + (nr - 1) * kW + tx * 4) = one;
-                else
-                    *reinterpret_cast<uint2 *>(sa + (nr - 1) * kW + tx * 4) =
-                        make_uint2(pack2<T>(1.0f, 1.0f), pack2<T>(1.0f, 1.0f));
+                const unsigned one =
+                    sizeof(T) == 4 ? __float_as_uint(1.0f) : pack2<T>(1.0f, 1.0f);
+                *reinterpret_cast<uint4 *>(sa + (nr - 1) * kW + tx * V) =
+                    make_uint4(one, one, one, one);
             }
-            float A[4] = {1.0f, 1.0f, 1.0f, 1.0f}, Bs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float A[V], Bs[V];
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                A[v] = 1.0f;
+                Bs[v] = 0.0f;
+            }
 #pragma unroll
             for (int s = 0; s < S; s++) {
                 const int i = ty * S + s, row = nr - 1 - i;
                 if (i < nr) {
-                    const float4 av = Q::load(sa + row * kW + tx * 4),
-                                 bv = Q::load(sdh + row * kW + tx * 4);
-                    const float a4[4] = {av.x, av.y, av.z, av.w}, b4[4] = {bv.x, bv.y, bv.z, bv.w};
+                    float av[V], bv[V];
+                    smem_vec<T>(sa + row * kW + tx * V, av);
+                    smem_vec<T>(sdh + row * kW + tx * V, bv);
 #pragma unroll
-                    for (int v = 0; v < 4; v++) {
-                        Bs[v] = a4[v] * Bs[v] + b4[v];
-                        A[v] = a4[v] * A[v];
+                    for (int v = 0; v < V; v++) {
+                        Bs[v] = av[v] * Bs[v] + bv[v];
+                        A[v] = av[v] * A[v];
                     }
                 }
             }
-            /* the warp's two time rows (lanes 16..31 after 0..15), then the 8 warps */
-            float xA[4], xB[4];
+            /* the warp's RW time rows, an inclusive scan by shuffles; xA, xB
+             * this thread's exclusive prefix in the warp */
 #pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const float qA = __shfl_up_sync(0xffffffffu, A[v], 16),
-                            qB = __shfl_up_sync(0xffffffffu, Bs[v], 16);
-                xA[v] = lane >= 16 ? qA : 1.0f;
-                xB[v] = lane >= 16 ? qB : 0.0f;
+            for (int d = TX; d < 32; d *= 2) {
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    const float qA = __shfl_up_sync(0xffffffffu, A[v], d),
+                                qB = __shfl_up_sync(0xffffffffu, Bs[v], d);
+                    if (lane >= d) {
+                        Bs[v] = A[v] * qB + Bs[v];
+                        A[v] = A[v] * qA;
+                    }
+                }
             }
-            if (lane >= 16) {
-                wgA[k & 1][warp][tx] =
-                    make_float4(A[0] * xA[0], A[1] * xA[1], A[2] * xA[2], A[3] * xA[3]);
-                wgB[k & 1][warp][tx] = make_float4(A[0] * xB[0] + Bs[0], A[1] * xB[1] + Bs[1],
-                                                   A[2] * xB[2] + Bs[2], A[3] * xB[3] + Bs[3]);
+            float xA[V], xB[V];
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                const float qA = __shfl_up_sync(0xffffffffu, A[v], TX),
+                            qB = __shfl_up_sync(0xffffffffu, Bs[v], TX);
+                xA[v] = lane >= TX ? qA : 1.0f;
+                xB[v] = lane >= TX ? qB : 0.0f;
+            }
+            if (lane >= 32 - TX) { /* the warp's last row: the warp's sum */
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    wgA[k & 1][warp][tx * V + v] = A[v];
+                    wgB[k & 1][warp][tx * V + v] = Bs[v];
+                }
             }
             tile_threads_sync();
-            float wA[4] = {1.0f, 1.0f, 1.0f, 1.0f}, wB[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int w = 0; w < warp; w++) {
-                const float4 qa = wgA[k & 1][w][tx], qb = wgB[k & 1][w][tx];
-                const float qA[4] = {qa.x, qa.y, qa.z, qa.w}, qB[4] = {qb.x, qb.y, qb.z, qb.w};
+            float wA[V], wB[V]; /* the warps before this one */
 #pragma unroll
-                for (int v = 0; v < 4; v++) {
-                    wB[v] = qA[v] * wB[v] + qB[v];
-                    wA[v] = qA[v] * wA[v];
+            for (int v = 0; v < V; v++) {
+                wA[v] = 1.0f;
+                wB[v] = 0.0f;
+            }
+            for (int w = 0; w < warp; w++) {
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    const float qA = wgA[k & 1][w][tx * V + v], qB = wgB[k & 1][w][tx * V + v];
+                    wB[v] = qA * wB[v] + qB;
+                    wA[v] = qA * wA[v];
                 }
             }
 #pragma unroll
-            for (int v = 0; v < 4; v++) { /* this thread's exclusive prefix in the tile */
+            for (int v = 0; v < V; v++) { /* this thread's exclusive prefix in the tile */
                 pB[v] = xA[v] * wB[v] + xB[v];
                 pA[v] = xA[v] * wA[v];
             }
             if (tid < kW) { /* column tid's aggregate: published and handed to the exchange */
                 float nA = 1.0f, nB = 0.0f;
                 for (int w = 0; w < 8; w++) {
-                    const float qA =
-                        reinterpret_cast<const float *>(&wgA[k & 1][w][tid / 4])[tid % 4];
-                    const float qB =
-                        reinterpret_cast<const float *>(&wgB[k & 1][w][tid / 4])[tid % 4];
+                    const float qA = wgA[k & 1][w][tid], qB = wgB[k & 1][w][tid];
                     nB = qA * nB + qB;
                     nA = qA * nA;
                 }
@@ -534,14 +537,14 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         for (int j = LAG; j > 0; j--) {
             en[j] = en[j - 1];
 #pragma unroll
-            for (int v = 0; v < 4; v++) {
+            for (int v = 0; v < V; v++) {
                 eA[j][v] = eA[j - 1][v];
                 eB[j][v] = eB[j - 1][v];
             }
         }
         en[0] = n;
 #pragma unroll
-        for (int v = 0; v < 4; v++) {
+        for (int v = 0; v < V; v++) {
             eA[0][v] = pA[v];
             eB[0][v] = pB[v];
         }
@@ -553,45 +556,57 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         chunk_rows<L>(p.T, nf / R, t0, nr);
         /* the chain's row b and channels: states at scol (b H + channel), tensors at tcol */
         const int rf = (int)(nf % R);
-        const int64_t scol = (int64_t)rf * kW + tx * 4,
-                      tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * 4;
-        typename Q::raw hq[S]; /* h_{t-1} of this thread's steps, loaded before the wait */
+        const int64_t scol = (int64_t)rf * kW + tx * V,
+                      tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * V;
+        uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const int i = ty * S + s;
             const int64_t t = t0 + nr - 1 - i;
-            hq[s] = i < nr && t >= 1 ? Q::ldcs(hin + tcol + (t - 1) * p.H) : typename Q::raw{};
+            hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const uint4 *>(hin + tcol + (t - 1) * p.H))
+                                     : make_uint4(0u, 0u, 0u, 0u);
         }
         mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
-        float g[4];
+        float g[V];
 #pragma unroll
-        for (int v = 0; v < 4; v++)
-            g[v] = eA[LAG][v] * carry[kf % kSlots][tx * 4 + v] + eB[LAG][v];
+        for (int v = 0; v < V; v++)
+            g[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
         const T *const sa = stage(kf), *const sdh = stage(kf) + L * kW;
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const int i = ty * S + s, row = nr - 1 - i;
             if (i < nr) {
-                const float4 av = Q::load(sa + row * kW + tx * 4),
-                             bv = Q::load(sdh + row * kW + tx * 4);
-                g[0] = av.x * g[0] + bv.x;
-                g[1] = av.y * g[1] + bv.y;
-                g[2] = av.z * g[2] + bv.z;
-                g[3] = av.w * g[3] + bv.w;
+                float av[V], bv[V], h[V], dav[V];
+                smem_vec<T>(sa + row * kW + tx * V, av);
+                smem_vec<T>(sdh + row * kW + tx * V, bv);
+#pragma unroll
+                for (int v = 0; v < V; v++)
+                    g[v] = av[v] * g[v] + bv[v];
                 const int64_t t = t0 + row;
-                float4 h = Q::to4(hq[s]);
+                unpack16<T>(hq[s], h);
                 if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
-                    h = p.h0 ? *reinterpret_cast<const float4 *>(p.h0 + scol)
-                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (p.h0) {
+                        load_f<V>(p.h0 + scol, h);
+                    } else {
+#pragma unroll
+                        for (int v = 0; v < V; v++)
+                            h[v] = 0.0f;
+                    }
                     if (p.dh0) {
-                        const float4 a0 = Q::load(static_cast<const T *>(p.a) + tcol);
-                        *reinterpret_cast<float4 *>(p.dh0 + scol) =
-                            make_float4(a0.x * g[0], a0.y * g[1], a0.z * g[2], a0.w * g[3]);
+                        float a0[V], d0[V];
+                        load_vec<T, V>(p.a, tcol, a0);
+#pragma unroll
+                        for (int v = 0; v < V; v++)
+                            d0[v] = a0[v] * g[v];
+                        store_f<V>(p.dh0 + scol, d0);
                     }
                 }
+#pragma unroll
+                for (int v = 0; v < V; v++)
+                    dav[v] = g[v] * h[v];
                 const int64_t o = tcol + t * p.H;
-                Q::stcs(db + o, make_float4(g[0], g[1], g[2], g[3]));
-                Q::stcs(da + o, make_float4(g[0] * h.x, g[1] * h.y, g[2] * h.z, g[3] * h.w));
+                store_vec<T, V, true>(p.db, o, g);
+                store_vec<T, V, true>(p.da, o, dav);
             }
         }
         __syncwarp();
