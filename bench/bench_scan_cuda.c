@@ -20,8 +20,10 @@
  * preparation and launch latency included. The copy roofline is timed the
  * same way as the calls.
  *
+ * The default algorithms are all but FIXED (--algo fixed, or all).
+ *
  * Usage: prnn_bench_cuda [--quick] [--dtype f32|bf16|f16|all]
- *                        [--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH]
+ *                        [--algo auto|chunked|striped|tree|serial|fixed|fast|all] [--shape BxTxH]
  *                        [--timing queued|idle]
  */
 #include <cuda_runtime.h>
@@ -189,15 +191,16 @@ int main(int argc, char **argv)
                         : !strcmp(v, "striped") ? 4
                         : !strcmp(v, "tree")    ? 8
                         : !strcmp(v, "serial")  ? 16
+                        : !strcmp(v, "fixed")   ? 32
                         : !strcmp(v, "fast")    ? 7 /* auto, chunked, striped */
-                        : !strcmp(v, "all")     ? 31
+                        : !strcmp(v, "all")     ? 63
                                                 : 0;
         } else {
             dt_mask = 0;
         }
         if (!dt_mask || !algo_mask) {
             fprintf(stderr, "usage: %s [--quick] [--dtype f32|bf16|f16|all] "
-                            "[--algo auto|chunked|striped|tree|serial|fast|all] [--shape BxTxH] "
+                            "[--algo auto|chunked|striped|tree|serial|fixed|fast|all] [--shape BxTxH] "
                             "[--timing queued|idle]\n", argv[0]);
             return 2;
         }
@@ -237,7 +240,7 @@ int main(int argc, char **argv)
     if (one_shape) shapes_bh[0][0] = oB, shapes_bh[0][1] = oH, Ts[0] = oT;
     const prnn_dtype dts[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
     const prnn_scan_algo algos[] = {PRNN_SCAN_AUTO, PRNN_SCAN_CHUNKED, PRNN_SCAN_STRIPED,
-                                    PRNN_SCAN_TREE, PRNN_SCAN_SERIAL};
+                                    PRNN_SCAN_TREE, PRNN_SCAN_SERIAL, PRNN_SCAN_FIXED};
     const int nalgos = (int)(sizeof algos / sizeof algos[0]);
     const int reps = quick ? 10 : 15;
 

@@ -66,7 +66,10 @@ const char *prnn_version(void);
  * STRIPED run for few chains) take a fresh range of tickets and a fresh tag
  * from the context's workspace on the host at every call, so a captured
  * call must not be replayed: replays would share one range and one tag.
- * Calls with PRNN_SCAN_FIXED or PRNN_SCAN_TREE take neither.
+ * Calls with PRNN_SCAN_TREE take neither; nor do calls with
+ * PRNN_SCAN_FIXED queued while the stream is being captured (outside
+ * capture, FIXED's backward of a few long chains runs WINDOW, which takes
+ * tickets: see prnn_scan_algo).
  */
 typedef struct prnn_ctx prnn_ctx;
 
@@ -176,7 +179,11 @@ typedef enum prnn_scan_algo {
     PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
                            depends on timing, so that every run gives the same
                            bits: on CUDA STRIPED where its blocks fill the
-                           card, else TREE; on the CPU, TREE */
+                           card; the backward of a few long chains on sm_90
+                           outside graph capture, AUTO's WINDOW (its order is
+                           fixed by the shape and the SM count); else TREE.
+                           The same bits for the same shape, card and capture
+                           mode. On the CPU, TREE */
     PRNN_SCAN_ALGO_COUNT_
 } prnn_scan_algo;
 

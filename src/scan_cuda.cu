@@ -2004,6 +2004,18 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
     return true;
 }
 
+/* Whether work queued on stream s now goes into a CUDA graph (or whether
+ * that cannot be told: then as if it did). */
+bool stream_capturing(cudaStream_t s)
+{
+    cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &c) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+    }
+    return c != cudaStreamCaptureStatusNone;
+}
+
 template <typename T, bool BWD>
 prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_params &p)
 {
@@ -2024,8 +2036,13 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_CHUNKED:
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
-    case PRNN_SCAN_FIXED: /* no look-back, no tickets: STRIPED or the tree */
+    case PRNN_SCAN_FIXED:
+        /* STRIPED or the tree (no look-back, no tickets), or outside graph
+         * capture WINDOW, whose tiles' folds run in an order fixed by the
+         * shape and the SM count (a captured call must take no tickets) */
         if (vec && striped_fills<T, V, BWD>(st, p)) return striped_run<T, V, BWD>(st, p);
+        if (vec && !stream_capturing(st->stream) && window_try<T, BWD>(st, p, &window_status))
+            return window_status;
         return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
     default:
         return PRNN_ERR_INVALID_ARGUMENT;

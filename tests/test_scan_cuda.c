@@ -370,6 +370,11 @@ static void test_window(int quick)
         for (int di = 0; di < 3; di++)
             for (int oi = 0; oi < 2; oi++)
                 run_case(PRNN_SCAN_AUTO, dtypes[di], window_shapes[si], &window_opts[oi]);
+    /* FIXED's backward takes WINDOW too outside graph capture (T >= 2048) */
+    for (int di = 0; di < 3; di++) {
+        run_case(PRNN_SCAN_FIXED, dtypes[di], window_shapes[7], &window_opts[1]);
+        run_case(PRNN_SCAN_FIXED, dtypes[di], window_shapes[quick ? 5 : 13], &window_opts[1]);
+    }
     if (!quick)
         for (int oi = 0; oi < N_OPTS; oi++)
             run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, window_shapes[12], &OPTS[oi]);
@@ -456,14 +461,81 @@ static void fixed_repeat(int64_t B, int64_t T, int64_t H)
     free(host), free(out[0]), free(out[1]);
 }
 
-/* Shapes FIXED runs as STRIPED (16 x 1024 channels) and as the tree (few
- * chains, short and long T). */
+/* Shapes FIXED runs as STRIPED (16 x 1024 channels), as the tree (few
+ * short chains) and with WINDOW's backward (few chains, T >= 2048). */
 static void test_fixed_repeats(int quick)
 {
     fixed_repeat(16, quick ? 70 : 700, 1024);
     fixed_repeat(2, quick ? 700 : 1500, 64);
     fixed_repeat(2, quick ? 2048 : 70001, 64);
 }
+
+#ifndef PRNN_CUDA_SIM /* the simulator has no graphs */
+/* FIXED in a CUDA graph: a captured call takes no tickets (the backward of
+ * a few long chains runs the tree there, WINDOW outside capture), so the
+ * graph can be replayed. A replayed WINDOW would find its tickets used and
+ * leave the poisoned outputs. The first, uncaptured calls also grow the
+ * workspace, so that nothing is allocated during capture. */
+static void test_fixed_capture(void)
+{
+    const int64_t B = 1, T = 4001, H = 64, n = B * T * H;
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    prnn_ctx_config cfg = prnn_ctx_config_default();
+    cfg.device = PRNN_DEVICE_CUDA;
+    cfg.cuda_device = 0;
+    cfg.cuda_stream = (void *)s;
+    prnn_ctx *ctx = NULL;
+    TU_REQUIRE(prnn_ctx_init(&ctx, &cfg));
+    float *host = tu_malloc((size_t)n * 4 * 3), *ref = tu_malloc((size_t)n * 4 * 3), *out[2];
+    tu_fill_f32(host, n, 0.5, 1.0);
+    tu_fill_f32(host + n, 2 * n, -1.0, 1.0);
+    void *pa, *pb, *pdh, *ph, *pda, *pdb;
+    float *d_a = dev_upload(host, n, 4, 0, &pa), *d_b = dev_upload(host + n, n, 4, 0, &pb);
+    float *d_dh = dev_upload(host + 2 * n, n, 4, 0, &pdh);
+    float *d_h = dev_alloc(n, 4, 0, &ph), *d_da = dev_alloc(n, 4, 0, &pda), *d_db = dev_alloc(n, 4, 0, &pdb);
+    float *const outs[3] = {d_h, d_da, d_db};
+    prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
+    d.algo = PRNN_SCAN_FIXED;
+    TU_REQUIRE(prnn_scan_forward(ctx, &d, d_h, NULL, d_a, d_b, NULL));
+    TU_REQUIRE(prnn_scan_backward(ctx, &d, d_da, d_db, NULL, d_a, d_h, NULL, d_dh, NULL));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < 3; i++)
+        CUDA_CHECK(cudaMemcpy(ref + i * n, outs[i], (size_t)n * 4, cudaMemcpyDeviceToHost));
+
+    cudaGraph_t g = NULL;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    const prnn_status sf = prnn_scan_forward(ctx, &d, d_h, NULL, d_a, d_b, NULL);
+    const prnn_status sb = prnn_scan_backward(ctx, &d, d_da, d_db, NULL, d_a, d_h, NULL, d_dh, NULL);
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    tu_check(sf == PRNN_OK && sb == PRNN_OK, "fixed capture: forward and backward captured (%s, %s)",
+             prnn_strerror(sf), prnn_strerror(sb));
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int run = 0; run < 2; run++) {
+        for (int i = 0; i < 3; i++) poison(outs[i], n, 4);
+        CUDA_CHECK(cudaGraphLaunch(ge, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        out[run] = tu_malloc((size_t)n * 4 * 3);
+        for (int i = 0; i < 3; i++)
+            CUDA_CHECK(cudaMemcpy(out[run] + i * n, outs[i], (size_t)n * 4, cudaMemcpyDeviceToHost));
+    }
+    tu_check(!memcmp(out[0], out[1], (size_t)n * 4 * 3),
+             "fixed capture: two replays of the graph give the same h, da, db bit for bit");
+    tu_check(!memcmp(out[1], ref, (size_t)n * 4),
+             "fixed capture: the replayed forward gives the uncaptured forward's bits");
+    const tu_err e = tu_compare_f32(out[1] + n, ref + n, 2 * n, tol_f32.floor_, tol_f32.tol, "da, db");
+    tu_check(!e.bad, "fixed capture: the replayed backward (tree) against the uncaptured one (WINDOW): max err %.2e (tol %.0e: %s)",
+             e.max_err, tol_f32.tol, tol_f32.why);
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    void *bases[] = {pa, pb, pdh, ph, pda, pdb};
+    for (int i = 0; i < 6; i++) CUDA_CHECK(cudaFree(bases[i]));
+    prnn_ctx_free(ctx);
+    CUDA_CHECK(cudaStreamDestroy(s));
+    free(host), free(ref), free(out[0]), free(out[1]);
+}
+#endif
 
 static void test_user_stream(void)
 {
@@ -634,6 +706,9 @@ int main(int argc, char **argv)
 
     test_workspace_reuse(quick);
     test_fixed_repeats(quick);
+#ifndef PRNN_CUDA_SIM
+    test_fixed_capture();
+#endif
     test_user_stream();
     test_errors();
 

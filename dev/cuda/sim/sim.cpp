@@ -426,6 +426,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return !s || s->token == 1 ? cudaSuccess : cudaErrorInvalidValue; }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status)
+{
+    (void)s;
+    *status = cudaStreamCaptureStatusNone; /* no graphs here */
+    return cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256);

@@ -9,6 +9,8 @@
 #define PRNN_SIM_CUDA_RUNTIME_H
 #define CUDART_VERSION 13000 /* the runtime these shims stand in for */
 
+#define PRNN_CUDA_SIM 1 /* also for the C tests */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +56,11 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamQuery(cudaStream_t s);
+typedef enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1
+} cudaStreamCaptureStatus;
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
