@@ -1,8 +1,9 @@
 /*
  * scan_window.cu - WINDOW: the backward scan of few long chains on sm_90
  * (H100, H200), the engine AUTO takes for it where it applies
- * (window_applies; scan_cuda.cu's run_typed). Everything else, and every
- * other card, goes to the chunked scan.
+ * (window_applies; scan_cuda.cu's run_typed), and FIXED too outside graph
+ * capture: a tile's result does not depend on which block takes it or when.
+ * Everything else, and every other card, goes to the chunked scan.
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
