@@ -236,6 +236,35 @@ __device__ __forceinline__ void store_f(float *p, const float (&v)[VEC])
     }
 }
 
+/* Shared-memory slots of VEC floats (16-byte aligned when VEC % 4 == 0). */
+template <int VEC>
+__device__ __forceinline__ void smem_put(float *s, const float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4)
+            *reinterpret_cast<float4 *>(s + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s[k] = v[k];
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void smem_get(const float *s, float (&v)[VEC])
+{
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 4) {
+            const float4 q = *reinterpret_cast<const float4 *>(s + k);
+            v[k] = q.x; v[k + 1] = q.y; v[k + 2] = q.z; v[k + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = s[k];
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Tagged words of the look-backs (CHUNKED, segmented STRIPED, WINDOW)      */
 

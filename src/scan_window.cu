@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
 #endif
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
     __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
-    __shared__ float wgA[2][8][kW], wgB[2][8][kW]; /* the warps' sums, by column */
+    __shared__ __align__(16) float wgA[2][8][kW], wgB[2][8][kW]; /* the warps' sums, by column */
     __shared__ float aggA[kSlots][kW], aggB[kSlots][kW], carry[kSlots][kW];
     T *const ring = reinterpret_cast<T *>(ring_raw);
     auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * kW; };
@@ -492,11 +492,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 xB[v] = lane >= TX ? qB : 0.0f;
             }
             if (lane >= 32 - TX) { /* the warp's last row: the warp's sum */
-#pragma unroll
-                for (int v = 0; v < V; v++) {
-                    wgA[k & 1][warp][tx * V + v] = A[v];
-                    wgB[k & 1][warp][tx * V + v] = Bs[v];
-                }
+                smem_put<V>(&wgA[k & 1][warp][tx * V], A);
+                smem_put<V>(&wgB[k & 1][warp][tx * V], Bs);
             }
             tile_threads_sync();
             float wA[V], wB[V]; /* the warps before this one */
@@ -506,11 +503,13 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 wB[v] = 0.0f;
             }
             for (int w = 0; w < warp; w++) {
+                float qA[V], qB[V];
+                smem_get<V>(&wgA[k & 1][w][tx * V], qA);
+                smem_get<V>(&wgB[k & 1][w][tx * V], qB);
 #pragma unroll
                 for (int v = 0; v < V; v++) {
-                    const float qA = wgA[k & 1][w][tx * V + v], qB = wgB[k & 1][w][tx * V + v];
-                    wB[v] = qA * wB[v] + qB;
-                    wA[v] = qA * wA[v];
+                    wB[v] = qA[v] * wB[v] + qB[v];
+                    wA[v] = qA[v] * wA[v];
                 }
             }
 #pragma unroll
