@@ -1952,13 +1952,12 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
 
 namespace {
 
-/* WINDOW (scan_window.cu) for a backward on the vector path it applies
- * to: true, with its status in *s; false where it does not apply. */
+/* WINDOW (scan_window.cu) for a scan on the vector path it applies to:
+ * true, with its status in *s; false where it does not apply. */
 template <typename T, bool BWD>
 bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
 {
-    if constexpr (!BWD) return false;
-    if (!window_applies<T>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
+    if (!window_applies<T, BWD>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
     *s = words_reserve(st, window_words<T>(p, st->sm_count));
     if (*s != PRNN_OK) return true;
     window_launch w;
@@ -1969,7 +1968,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
     w.stream = st->stream;
     w.sm_count = st->sm_count;
     unsigned long long tickets = 0;
-    const cudaError_t e = window_backward<T>(p, w, &tickets);
+    const cudaError_t e = window_scan<T, BWD>(p, w, &tickets);
     st->ticket_base += tickets;
     *s = map_cuda_error(e);
     return true;
@@ -2001,7 +2000,8 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
     case PRNN_SCAN_STRIPED:
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
-        if (vec && window_try<T, BWD>(st, p, &window_status)) return window_status;
+        /* WINDOW's forward loses to CHUNKED's: the backward only */
+        if (BWD && vec && window_try<T, BWD>(st, p, &window_status)) return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
             return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
@@ -2009,8 +2009,9 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_FIXED:
         /* STRIPED or the tree (no look-back, no tickets), or outside graph
-         * capture WINDOW, whose tiles' folds run in an order fixed by the
-         * shape and the SM count (a captured call must take no tickets) */
+         * capture WINDOW, forward and backward, whose tiles' folds run in
+         * an order fixed by the shape and the SM count (a captured call
+         * must take no tickets) */
         if (vec && striped_fills<T, V, BWD>(st, p)) return striped_run<T, V, BWD>(st, p);
         if (vec && !stream_capturing(st->stream) && window_try<T, BWD>(st, p, &window_status))
             return window_status;

@@ -693,17 +693,17 @@ struct window_launch {
     int sm_count;
 };
 
-/* Whether WINDOW takes the backward p on a card of compute capability
- * cc_major with sm_count SMs and smem_optin bytes of shared memory a block.
- * The caller has checked the tensors' 16-byte vectors (vectors_ok). */
-template <typename T>
+/* Whether WINDOW can take the scan p (the backward with BWD, else the
+ * forward) on a card of compute capability cc_major with sm_count SMs and
+ * smem_optin bytes of shared memory a block. The caller has checked the
+ * tensors' 16-byte vectors (vectors_ok). */
+template <typename T, bool BWD>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
 /* The tagged words a launch uses. */
 template <typename T> size_t window_words(const scan_params &p, int sm_count);
-/* Launches the backward; *tickets: the tickets it takes from the counter. */
-template <typename T>
-cudaError_t window_backward(const scan_params &p, const window_launch &w,
-                            unsigned long long *tickets);
+/* Launches the scan; *tickets: the tickets it takes from the counter. */
+template <typename T, bool BWD>
+cudaError_t window_scan(const scan_params &p, const window_launch &w, unsigned long long *tickets);
 
 } // namespace prnn_cuda
 

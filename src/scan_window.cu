@@ -116,12 +116,14 @@ template <typename T> constexpr size_t window_smem()
 }
 
 struct window_params {
-    const void *a;    // (B, T, H)  a_t: the stage holds a_{t+1}; a_0 for dh0
-    const void *hin;  // (B, T, H)  the forward's h: h_{t-1} of step t
-    void *da, *db;    // (B, T, H)
+    const void *a;    // (B, T, H)  a_t (backward: the stage holds a_{t+1}; a_0 for dh0)
+    void *h;          // (B, T, H)  forward: h_t written
+    const void *hin;  // (B, T, H)  backward: the forward's h, h_{t-1} of step t
+    void *da, *db;    // (B, T, H)  backward
     const float *h0;  // (B, H)     h_{-1}, NULL = zeros
-    const float *dhT; // (B, H)     NULL = zeros
-    float *dh0;       // (B, H)     NULL = not wanted
+    const float *dhT; // (B, H)     backward, NULL = zeros
+    float *hT;        // (B, H)     forward, NULL = not wanted
+    float *dh0;       // (B, H)     backward, NULL = not wanted
     int64_t T;
     int H, Rh, R, G, g, ng; /* chains a row, chains; blocks; positions a group, groups a window */
     unsigned long long *words;          // (chunks * R, 2, W) per tile its A and B words
@@ -229,13 +231,19 @@ __device__ __forceinline__ void tile_threads_sync()
 }
 #endif
 
-/* Chunk c's rows [t0, t0 + n), walking time from the end. */
-template <int L>
+/* Chunk c's rows [t0, t0 + n): the forward's from the start, the
+ * backward's from the end (the short chunk last either way). */
+template <int L, bool BWD>
 __device__ __forceinline__ void chunk_rows(int64_t T, int64_t c, int64_t &t0, int &n)
 {
-    const int64_t hi = T - c * L;
-    t0 = hi - L > 0 ? hi - L : 0;
-    n = (int)(hi - t0);
+    if constexpr (BWD) {
+        const int64_t hi = T - c * L;
+        t0 = hi - L > 0 ? hi - L : 0;
+        n = (int)(hi - t0);
+    } else {
+        t0 = c * L;
+        n = (int)(T - t0 < L ? T - t0 : L);
+    }
 }
 
 /* A 16-byte vector of tile columns in shared memory, as floats. */
@@ -305,11 +313,11 @@ struct tile_at {
     }
 };
 
-template <typename T, int S, int NS, int LAG, int XT>
+/* tb maps the forward's b or the backward's dh. */
+template <typename T, bool BWD, int S, int NS, int LAG, int XT>
 __global__ void __launch_bounds__(window_threads(XT), 1)
-    window_bwd_kernel(const __grid_constant__ window_params p,
-                      const __grid_constant__ CUtensorMap ta,
-                      const __grid_constant__ CUtensorMap tdh)
+    window_kernel(const __grid_constant__ window_params p, const __grid_constant__ CUtensorMap ta,
+                  const __grid_constant__ CUtensorMap tb)
 {
 #ifdef PRNN_WINDOW_DEVICE
     constexpr int V = window_vec<T>(), TX = kW / V, L = window_ty<T>() * S;
@@ -356,13 +364,14 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             stile[k % NS] = n;
             int64_t t0;
             int nr;
-            chunk_rows<L>(p.T, n / R, t0, nr);
+            chunk_rows<L, BWD>(p.T, n / R, t0, nr);
             T *st = stage(k);
             const int r = (int)(n % R), x = r % p.Rh * kW, b = r / p.Rh;
-            /* a at t0 + 1 (a step's coefficient; row T comes as zeros), dh at t0 */
+            /* forward: a and b at t0; backward: a at t0 + 1 (a step's
+             * coefficient; row T comes as zeros), dh at t0 */
             mbar_expect(&full[k % NS], 2u * L * kW * sizeof(T));
-            tma_3d(st, &ta, x, (int)(t0 + 1), b, &full[k % NS]);
-            tma_3d(st + L * kW, &tdh, x, (int)t0, b, &full[k % NS]);
+            tma_3d(st, &ta, x, (int)(t0 + (BWD ? 1 : 0)), b, &full[k % NS]);
+            tma_3d(st + L * kW, &tb, x, (int)t0, b, &full[k % NS]);
         }
     }
 
@@ -390,7 +399,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             fold_pairs(
                 [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * kW + col; },
                 t.grp, p.tag, gA, gB);
-            float P; /* the state after window w - 1: published, or dhT before window 0 */
+            float P; /* the state after window w - 1: published, or h0 / dhT before window 0 */
             if (t.w > 0) {
                 const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * kW + col;
                 unsigned long long u = ld_word(pw);
@@ -398,7 +407,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                     u = ld_word(pw);
                 P = word_value(u);
             } else {
-                P = p.dhT ? p.dhT[t.r * kW + col] : 0.0f;
+                const float *s0 = BWD ? p.dhT : p.h0;
+                P = s0 ? s0[t.r * kW + col] : 0.0f;
             }
             const float cin = mA * (gA * P + gB) + mB;
             carry[k % kSlots][col] = cin;
@@ -411,7 +421,6 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
 
     /* the tile threads: (ty, tx) holds V columns of S steps; a warp holds RW time rows */
     const int tx = tid % TX, ty = tid / TX, warp = tid / 32, lane = tid % 32;
-    const T *const hin = static_cast<const T *>(p.hin);
     float eA[LAG + 1][V], eB[LAG + 1][V]; /* the prefixes of tiles k, k - 1, ..., k - LAG */
     int64_t en[LAG + 1];                  /* and their tiles */
 #pragma unroll
@@ -441,9 +450,9 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         if (n >= 0) { /* reduce tile k: a scan of the thread sums over the TY time threads */
             int64_t t0;
             int nr;
-            chunk_rows<L>(p.T, n / R, t0, nr);
-            T *const sa = stage(k), *const sdh = stage(k) + L * kW;
-            if (n < R && ty == 0) { /* step T - 1 (this thread's first): g_T = dhT enters at 1 */
+            chunk_rows<L, BWD>(p.T, n / R, t0, nr);
+            T *const sa = stage(k), *const sb = stage(k) + L * kW;
+            if (BWD && n < R && ty == 0) { /* step T - 1 (this thread's first): g_T = dhT enters at 1 */
                 const unsigned one =
                     sizeof(T) == 4 ? __float_as_uint(1.0f) : pack2<T>(1.0f, 1.0f);
                 *reinterpret_cast<uint4 *>(sa + (nr - 1) * kW + tx * V) =
@@ -457,11 +466,11 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             }
 #pragma unroll
             for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = nr - 1 - i;
+                const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
                 if (i < nr) {
                     float av[V], bv[V];
                     smem_vec<T>(sa + row * kW + tx * V, av);
-                    smem_vec<T>(sdh + row * kW + tx * V, bv);
+                    smem_vec<T>(sb + row * kW + tx * V, bv);
 #pragma unroll
                     for (int v = 0; v < V; v++) {
                         Bs[v] = av[v] * Bs[v] + bv[v];
@@ -553,60 +562,86 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             continue;
         int64_t t0;
         int nr;
-        chunk_rows<L>(p.T, nf / R, t0, nr);
+        chunk_rows<L, BWD>(p.T, nf / R, t0, nr);
         /* the chain's row b and channels: states at scol (b H + channel), tensors at tcol */
         const int rf = (int)(nf % R);
         const int64_t scol = (int64_t)rf * kW + tx * V,
                       tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * V;
-        uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
+        const T *const sa = stage(kf), *const sb = stage(kf) + L * kW;
+        if constexpr (BWD) {
+            uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
 #pragma unroll
-        for (int s = 0; s < S; s++) {
-            const int i = ty * S + s;
-            const int64_t t = t0 + nr - 1 - i;
-            hq[s] = i < nr && t >= 1 ? __ldcs(reinterpret_cast<const uint4 *>(hin + tcol + (t - 1) * p.H))
-                                     : make_uint4(0u, 0u, 0u, 0u);
-        }
-        mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
-        float g[V];
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s;
+                const int64_t t = t0 + nr - 1 - i;
+                hq[s] = i < nr && t >= 1
+                            ? __ldcs(reinterpret_cast<const uint4 *>(static_cast<const T *>(p.hin) +
+                                                                     tcol + (t - 1) * p.H))
+                            : make_uint4(0u, 0u, 0u, 0u);
+            }
+            mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+            float g[V];
 #pragma unroll
-        for (int v = 0; v < V; v++)
-            g[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
-        const T *const sa = stage(kf), *const sdh = stage(kf) + L * kW;
+            for (int v = 0; v < V; v++)
+                g[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
 #pragma unroll
-        for (int s = 0; s < S; s++) {
-            const int i = ty * S + s, row = nr - 1 - i;
-            if (i < nr) {
-                float av[V], bv[V], h[V], dav[V];
-                smem_vec<T>(sa + row * kW + tx * V, av);
-                smem_vec<T>(sdh + row * kW + tx * V, bv);
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s, row = nr - 1 - i;
+                if (i < nr) {
+                    float av[V], bv[V], h[V], dav[V];
+                    smem_vec<T>(sa + row * kW + tx * V, av);
+                    smem_vec<T>(sb + row * kW + tx * V, bv);
 #pragma unroll
-                for (int v = 0; v < V; v++)
-                    g[v] = av[v] * g[v] + bv[v];
-                const int64_t t = t0 + row;
-                unpack16<T>(hq[s], h);
-                if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
-                    if (p.h0) {
-                        load_f<V>(p.h0 + scol, h);
-                    } else {
+                    for (int v = 0; v < V; v++)
+                        g[v] = av[v] * g[v] + bv[v];
+                    const int64_t t = t0 + row;
+                    unpack16<T>(hq[s], h);
+                    if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
+                        if (p.h0) {
+                            load_f<V>(p.h0 + scol, h);
+                        } else {
 #pragma unroll
-                        for (int v = 0; v < V; v++)
-                            h[v] = 0.0f;
+                            for (int v = 0; v < V; v++)
+                                h[v] = 0.0f;
+                        }
+                        if (p.dh0) {
+                            float a0[V], d0[V];
+                            load_vec<T, V>(p.a, tcol, a0);
+#pragma unroll
+                            for (int v = 0; v < V; v++)
+                                d0[v] = a0[v] * g[v];
+                            store_f<V>(p.dh0 + scol, d0);
+                        }
                     }
-                    if (p.dh0) {
-                        float a0[V], d0[V];
-                        load_vec<T, V>(p.a, tcol, a0);
 #pragma unroll
-                        for (int v = 0; v < V; v++)
-                            d0[v] = a0[v] * g[v];
-                        store_f<V>(p.dh0 + scol, d0);
-                    }
+                    for (int v = 0; v < V; v++)
+                        dav[v] = g[v] * h[v];
+                    const int64_t o = tcol + t * p.H;
+                    store_vec<T, V, true>(p.db, o, g);
+                    store_vec<T, V, true>(p.da, o, dav);
                 }
+            }
+        } else {
+            mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+            float h[V];
 #pragma unroll
-                for (int v = 0; v < V; v++)
-                    dav[v] = g[v] * h[v];
-                const int64_t o = tcol + t * p.H;
-                store_vec<T, V, true>(p.db, o, g);
-                store_vec<T, V, true>(p.da, o, dav);
+            for (int v = 0; v < V; v++)
+                h[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                const int i = ty * S + s;
+                if (i < nr) {
+                    float av[V], bv[V];
+                    smem_vec<T>(sa + i * kW + tx * V, av);
+                    smem_vec<T>(sb + i * kW + tx * V, bv);
+#pragma unroll
+                    for (int v = 0; v < V; v++)
+                        h[v] = av[v] * h[v] + bv[v];
+                    const int64_t t = t0 + i;
+                    store_vec<T, V, true>(p.h, tcol + t * p.H, h);
+                    if (t == p.T - 1 && p.hT)
+                        store_f<V>(p.hT + scol, h);
+                }
             }
         }
         __syncwarp();
@@ -668,10 +703,10 @@ bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H
 #define PRNN_WINDOW_MIN_T 2048
 #endif
 
-template <typename T>
+template <typename T, bool BWD>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin)
 {
-    if (cc_major < 9 || p.H % kW || p.lengths || p.reverse || !p.dh)
+    if (cc_major < 9 || p.H % kW || p.lengths || p.reverse || (BWD ? !p.dh : !p.b))
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
@@ -680,7 +715,9 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
         return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
         return false;
-    if (p.dh0 && reinterpret_cast<uintptr_t>(p.dh0) % 16)
+    if (BWD && p.dh0 && reinterpret_cast<uintptr_t>(p.dh0) % 16)
+        return false;
+    if (!BWD && p.hT && reinterpret_cast<uintptr_t>(p.hT) % 16)
         return false;
     const size_t stat = 4096 * 4; /* the kernel's static shared memory, with room */
     return window_smem<T>() + stat <= (size_t)smem_optin && encode_fn() != nullptr;
@@ -691,28 +728,29 @@ template <typename T> size_t window_words(const scan_params &p, int sm_count)
     return window_geometry_of(p.T, p.B * p.H / kW, window_cfg<T>::L, sm_count).nwords;
 }
 
-template <typename T>
-cudaError_t window_backward(const scan_params &p, const window_launch &wl,
-                            unsigned long long *tickets)
+template <typename T, bool BWD>
+cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
 {
     using C = window_cfg<T>;
     const window_geometry w = window_geometry_of(p.T, p.B * p.H / kW, C::L, wl.sm_count);
-    auto kernel = window_bwd_kernel<T, C::S, C::NS, C::LAG, C::XT>;
+    auto kernel = window_kernel<T, BWD, C::S, C::NS, C::LAG, C::XT>;
     cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)window_smem<T>());
     if (e != cudaSuccess)
         return e;
-    CUtensorMap ta, tdh;
+    CUtensorMap ta, tb;
     if (!tile_map<T>(&ta, p.a, p.B, p.T, p.H, C::L) ||
-        !tile_map<T>(&tdh, p.dh, p.B, p.T, p.H, C::L))
+        !tile_map<T>(&tb, BWD ? p.dh : p.b, p.B, p.T, p.H, C::L))
         return cudaErrorInvalidValue;
     window_params wp;
     wp.a = p.a;
+    wp.h = p.h_out;
     wp.hin = p.h_in;
     wp.da = p.da;
     wp.db = p.db;
     wp.h0 = p.h0;
     wp.dhT = p.dhT;
+    wp.hT = p.hT;
     wp.dh0 = p.dh0;
     wp.T = p.T;
     wp.H = (int)p.H;
@@ -727,7 +765,7 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
     wp.counter = wl.counter;
     wp.tbase = wl.ticket_base;
     wp.tag = wl.tag;
-    PRNN_LAUNCH_SMEM(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tdh);
+    PRNN_LAUNCH_SMEM(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tb);
     e = cudaGetLastError();
     if (e == cudaSuccess) /* every tile's, and one past the end a block */
         *tickets = (unsigned long long)w.NT + (unsigned long long)w.G;
@@ -735,10 +773,13 @@ cudaError_t window_backward(const scan_params &p, const window_launch &wl,
 }
 
 #define PRNN_WINDOW_INSTANCES(T)                                                                   \
-    template bool window_applies<T>(const scan_params &, int, int, int);                           \
+    template bool window_applies<T, false>(const scan_params &, int, int, int);                    \
+    template bool window_applies<T, true>(const scan_params &, int, int, int);                     \
     template size_t window_words<T>(const scan_params &, int);                                     \
-    template cudaError_t window_backward<T>(const scan_params &, const window_launch &,            \
-                                            unsigned long long *);
+    template cudaError_t window_scan<T, false>(const scan_params &, const window_launch &,         \
+                                               unsigned long long *);                              \
+    template cudaError_t window_scan<T, true>(const scan_params &, const window_launch &,          \
+                                              unsigned long long *);
 PRNN_WINDOW_INSTANCES(float)
 PRNN_WINDOW_INSTANCES(__nv_bfloat16)
 PRNN_WINDOW_INSTANCES(__half)
