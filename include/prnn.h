@@ -68,7 +68,7 @@ const char *prnn_version(void);
  * call must not be replayed: replays would share one range and one tag.
  * Calls with PRNN_SCAN_TREE take neither; nor do calls with
  * PRNN_SCAN_FIXED queued while the stream is being captured (outside
- * capture, FIXED's backward of a few long chains runs WINDOW, which takes
+ * capture, FIXED runs a few long chains through WINDOW, which takes
  * tickets: see prnn_scan_algo).
  */
 typedef struct prnn_ctx prnn_ctx;
@@ -179,9 +179,10 @@ typedef enum prnn_scan_algo {
     PRNN_SCAN_FIXED,    /* the fastest algorithm whose summation order never
                            depends on timing, so that every run gives the same
                            bits: on CUDA STRIPED where its blocks fill the
-                           card; the backward of a few long chains on sm_90
-                           outside graph capture, AUTO's WINDOW (its order is
-                           fixed by the shape and the SM count); else TREE.
+                           card; a few long chains on sm_90 outside graph
+                           capture, the window scan that AUTO's backward
+                           takes (its order is fixed by the shape and the SM
+                           count), forward and backward; else TREE.
                            The same bits for the same shape, card and capture
                            mode. On the CPU, TREE */
     PRNN_SCAN_ALGO_COUNT_

@@ -1,15 +1,20 @@
 /*
- * scan_window.cu - WINDOW: the backward scan of few long chains on sm_90
- * (H100, H200), the engine AUTO takes for it where it applies
- * (window_applies; scan_cuda.cu's run_typed), and FIXED too outside graph
- * capture: a tile's result does not depend on which block takes it or when.
- * Everything else, and every other card, goes to the chunked scan.
+ * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
+ * H200). AUTO takes it for the backward where it applies (window_applies;
+ * scan_cuda.cu's run_typed; its forward loses to the chunked scan's), FIXED
+ * for both directions outside graph capture: a tile's result does not
+ * depend on which block takes it or when. Everything else, and every other
+ * card, goes to the chunked scan.
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
  * H / 64 of them, at most 4); a tile is L = TY S time steps of one chain,
  * the backward walking time from the end: chunk c of a chain covers the
  * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
+ *
+ * The forward walks time from the start, tiles of a and b, writing h (and
+ * hT); what follows describes the backward, the forward differing only in
+ * those places.
  *
  * A persistent grid of G blocks (one an SM, G a multiple of R) takes the
  * tiles in ticket order (n = chunk * R + chain) from the context's ticket
