@@ -70,8 +70,8 @@ constexpr int window_threads(int XT)
 /* 16-bit), NS stages, tile k - LAG finished in iteration k, XT exchange     */
 /* teams                                                                     */
 
-/* fp32 6:4 and 16-bit 12:4, lag 2, 3 teams: the longest tiles that fit
- * four stages (192 KiB). On an H200 at T = 2^20, forward+backward % of the
+/* fp32 and 16-bit 6:4 (L = 96 and 192 steps), lag 2, 3 teams: the
+ * longest tiles that fit four stages (192 KiB). On an H200 at T = 2^20, forward+backward % of the
  * copy roofline with this backward (run r30, two passes; the forward is
  * the chunked scan's):
  *
