@@ -71,9 +71,9 @@ constexpr int window_threads(int XT)
 /* teams                                                                     */
 
 /* fp32 and 16-bit 6:4 (L = 96 and 192 steps), lag 2, 3 teams: the
- * longest tiles that fit four stages (192 KiB). On an H200 at T = 2^20, forward+backward % of the
- * copy roofline with this backward (run r30, two passes; the forward is
- * the chunked scan's):
+ * longest tiles that fit four stages (192 KiB). On an H200 at T = 2^20,
+ * forward+backward % of the copy roofline with this backward (run r30, two
+ * passes; the forward is the chunked scan's):
  *
  *   S:NS lag teams   fp32 H=64   fp32 H=256   bf16 H=64   bf16 H=256
  *   5:5 / 10:5 2 3   81.0-81.2   87.1-87.2    68.3-68.5   74.7-74.9
