@@ -29,7 +29,7 @@
 
 #include "cell_internal.h"
 #include "cuda_common.cuh"
-#include "scan_cuda.cuh" /* storage<T>, load_vec, store_vec, vec16 */
+#include "scan_cuda.cuh" /* storage<T>, load_vec, store_vec, vec16, unpack16 */
 
 /* Every launch goes through PRNN_LAUNCH (scan_cuda.cuh), so that a host
  * simulator (dev/cuda/sim, given the few calls used here beyond the scan's:
@@ -420,18 +420,7 @@ __device__ __forceinline__ void load_rw(const void *base, int64_t i, float (&v)[
     if constexpr (VEC == 1) {
         v[0] = S::to_f(static_cast<const typename S::raw *>(base)[i]);
     } else {
-        const uint4 q = *reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i);
-        const unsigned w[4] = {q.x, q.y, q.z, q.w};
-        if constexpr (sizeof(T) == 4) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[k] = __uint_as_float(w[k]);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                v[2 * k] = S::to_f((typename S::raw)(w[k] & 0xffffu));
-                v[2 * k + 1] = S::to_f((typename S::raw)(w[k] >> 16));
-            }
-        }
+        unpack16<T>(*reinterpret_cast<const uint4 *>(static_cast<const T *>(base) + i), v);
     }
 }
 

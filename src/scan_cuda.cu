@@ -1952,12 +1952,27 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
 
 namespace {
 
+/* Whether work queued on stream s now goes into a CUDA graph (or whether
+ * that cannot be told: then as if it did). */
+bool stream_capturing(cudaStream_t s)
+{
+    cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &c) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+    }
+    return c != cudaStreamCaptureStatusNone;
+}
+
 /* WINDOW (scan_window.cu) for a scan on the vector path it applies to:
- * true, with its status in *s; false where it does not apply. */
+ * true, with its status in *s; false where it does not apply, or for
+ * no_capture (FIXED: a captured call must take no tickets) while the stream
+ * is being captured. */
 template <typename T, bool BWD>
-bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
+bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn_status *s)
 {
     if (!window_applies<T, BWD>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
+    if (no_capture && stream_capturing(st->stream)) return false;
     *s = words_reserve(st, window_words<T>(p, st->sm_count));
     if (*s != PRNN_OK) return true;
     window_launch w;
@@ -1972,18 +1987,6 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, prnn_status *s)
     st->ticket_base += tickets;
     *s = map_cuda_error(e);
     return true;
-}
-
-/* Whether work queued on stream s now goes into a CUDA graph (or whether
- * that cannot be told: then as if it did). */
-bool stream_capturing(cudaStream_t s)
-{
-    cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &c) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return true;
-    }
-    return c != cudaStreamCaptureStatusNone;
 }
 
 template <typename T, bool BWD>
@@ -2001,7 +2004,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
         /* WINDOW's forward loses to CHUNKED's: the backward only */
-        if (BWD && vec && window_try<T, BWD>(st, p, &window_status)) return window_status;
+        if (BWD && vec && window_try<T, BWD>(st, p, false, &window_status)) return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
             return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);
@@ -2013,8 +2016,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
          * an order fixed by the shape and the SM count (a captured call
          * must take no tickets) */
         if (vec && striped_fills<T, V, BWD>(st, p)) return striped_run<T, V, BWD>(st, p);
-        if (vec && !stream_capturing(st->stream) && window_try<T, BWD>(st, p, &window_status))
-            return window_status;
+        if (vec && window_try<T, BWD>(st, p, true, &window_status)) return window_status;
         return vec ? tree_run<T, V, BWD>(st, p, d) : tree_run<T, 1, BWD>(st, p, d);
     default:
         return PRNN_ERR_INVALID_ARGUMENT;

@@ -573,6 +573,12 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         const int64_t scol = (int64_t)rf * kW + tx * V,
                       tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * V;
         const T *const sa = stage(kf), *const sb = stage(kf) + L * kW;
+        auto carry_in = [&](float(&x)[V]) { /* the state entering the tile, once its carry is in */
+            mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                x[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
+        };
         if constexpr (BWD) {
             uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
 #pragma unroll
@@ -584,11 +590,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                                                                      tcol + (t - 1) * p.H))
                             : make_uint4(0u, 0u, 0u, 0u);
             }
-            mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
             float g[V];
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                g[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
+            carry_in(g);
 #pragma unroll
             for (int s = 0; s < S; s++) {
                 const int i = ty * S + s, row = nr - 1 - i;
@@ -627,11 +630,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 }
             }
         } else {
-            mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
             float h[V];
-#pragma unroll
-            for (int v = 0; v < V; v++)
-                h[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
+            carry_in(h);
 #pragma unroll
             for (int s = 0; s < S; s++) {
                 const int i = ty * S + s;

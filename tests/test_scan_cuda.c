@@ -473,6 +473,19 @@ static void test_fixed_repeats(int quick)
     fixed_repeat(2, quick ? 2048 : 70001, 64);
 }
 
+/* A context on a new non-blocking stream of the caller's (*s). */
+static prnn_ctx *user_stream_ctx(cudaStream_t *s)
+{
+    CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    prnn_ctx_config cfg = prnn_ctx_config_default();
+    cfg.device = PRNN_DEVICE_CUDA;
+    cfg.cuda_device = 0;
+    cfg.cuda_stream = (void *)*s;
+    prnn_ctx *ctx = NULL;
+    TU_REQUIRE(prnn_ctx_init(&ctx, &cfg));
+    return ctx;
+}
+
 #ifndef PRNN_CUDA_SIM /* the simulator has no graphs */
 /* FIXED in a CUDA graph: a captured call takes no tickets (a few long
  * chains run the tree there, WINDOW outside capture), so the graph can be
@@ -483,13 +496,7 @@ static void test_fixed_capture(void)
 {
     const int64_t B = 1, T = 4001, H = 64, n = B * T * H;
     cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    prnn_ctx_config cfg = prnn_ctx_config_default();
-    cfg.device = PRNN_DEVICE_CUDA;
-    cfg.cuda_device = 0;
-    cfg.cuda_stream = (void *)s;
-    prnn_ctx *ctx = NULL;
-    TU_REQUIRE(prnn_ctx_init(&ctx, &cfg));
+    prnn_ctx *ctx = user_stream_ctx(&s);
     float *host = tu_malloc((size_t)n * 4 * 3), *ref = tu_malloc((size_t)n * 4 * 3), *out[2];
     tu_fill_f32(host, n, 0.5, 1.0);
     tu_fill_f32(host + n, 2 * n, -1.0, 1.0);
@@ -541,13 +548,7 @@ static void test_fixed_capture(void)
 static void test_user_stream(void)
 {
     cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    prnn_ctx_config cfg = prnn_ctx_config_default();
-    cfg.device = PRNN_DEVICE_CUDA;
-    cfg.cuda_device = 0;
-    cfg.cuda_stream = (void *)s;
-    prnn_ctx *ctx = NULL;
-    TU_REQUIRE(prnn_ctx_init(&ctx, &cfg));
+    prnn_ctx *ctx = user_stream_ctx(&s);
     tu_check(prnn_ctx_cuda_stream(ctx) == (void *)s, "user stream: the context runs on the given stream");
     const double e = forward_error(ctx, PRNN_SCAN_CHUNKED, 3, 2000, 40, s);
     tu_check(e <= tol_f32.tol, "user stream: results complete after cudaStreamSynchronize(user stream): max err %.2e (tol %.0e)",
