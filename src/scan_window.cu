@@ -95,6 +95,16 @@ constexpr int window_threads(int XT)
  *   bf16 H=64 69.4 -> 71.5, bf16 H=256 75.9 -> 77.0, fp16 H=64 68.8 -> 70.0
  *
  * (5:5 69.2 / 75.5, 4:6 66.0 / 72.1, 5:5 lag 3 69.7 / 75.3).
+ *
+ * Full tiles (L steps, away from both ends of the row) run their step
+ * loops with no guard: the backward's reduce and finish, the forward's
+ * finish. Run r53, two passes, guarded -> unguarded: AUTO fwd+bwd bf16
+ * H=64 71.4 -> 74.0-74.5, H=128 73.3-73.6 -> 77.1-77.2, H=256 77.7-77.9 ->
+ * 82.2-82.3, B=4 H=64 78.7-79.3 -> 82.8-83.5, fp32 H=256 89.4-89.6 -> 90.8;
+ * FIXED forward bf16 H=256 68.2 -> 72.4, H=128 65.5 -> 70.7-71.0. Left
+ * guarded where unguarded measured slower: the forward's reduce (bf16
+ * H=256 forward 72.4 -> 68.6-68.8) and the fp32 backward's finish at one
+ * chain (H=64 fwd+bwd 82.7-83.1 -> 81.0-81.2).
  * PRNN_WINDOW_CFG32 / PRNN_WINDOW_CFG16 ("S, NS, LAG, XT"): lab sweeps. */
 #ifndef PRNN_WINDOW_CFG32
 #define PRNN_WINDOW_CFG32 6, 4, 2, 3
@@ -469,20 +479,26 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 A[v] = 1.0f;
                 Bs[v] = 0.0f;
             }
+            auto reduce = [&](auto full) { /* full: L steps, no step guard */
 #pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
-                if (i < nr) {
-                    float av[V], bv[V];
-                    smem_vec<T>(sa + row * kW + tx * V, av);
-                    smem_vec<T>(sb + row * kW + tx * V, bv);
+                for (int s = 0; s < S; s++) {
+                    const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
+                    if (decltype(full)::value || i < nr) {
+                        float av[V], bv[V];
+                        smem_vec<T>(sa + row * kW + tx * V, av);
+                        smem_vec<T>(sb + row * kW + tx * V, bv);
 #pragma unroll
-                    for (int v = 0; v < V; v++) {
-                        Bs[v] = av[v] * Bs[v] + bv[v];
-                        A[v] = av[v] * A[v];
+                        for (int v = 0; v < V; v++) {
+                            Bs[v] = av[v] * Bs[v] + bv[v];
+                            A[v] = av[v] * A[v];
+                        }
                     }
                 }
-            }
+            };
+            if (BWD && nr == L) /* the forward's measured slower unguarded (window_cfg) */
+                reduce(std::true_type{});
+            else
+                reduce(std::false_type{});
             /* the warp's RW time rows, an inclusive scan by shuffles; xA, xB
              * this thread's exclusive prefix in the warp */
 #pragma unroll
@@ -579,75 +595,93 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             for (int v = 0; v < V; v++)
                 x[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
         };
+        /* A tile of L steps away from both ends of the row finishes with no
+         * step guard and no t = 0 or t = T - 1 case; but for fp32
+         * backwards of one chain, measured slower so (window_cfg). */
+        const bool inner = nr == L && t0 > 0 && t0 + L < p.T && (sizeof(T) == 2 || !BWD || R > 1);
         if constexpr (BWD) {
-            uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
+            auto finish = [&](auto full) {
+                constexpr bool F = decltype(full)::value;
+                uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
 #pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s;
-                const int64_t t = t0 + nr - 1 - i;
-                hq[s] = i < nr && t >= 1
-                            ? __ldcs(reinterpret_cast<const uint4 *>(static_cast<const T *>(p.hin) +
-                                                                     tcol + (t - 1) * p.H))
-                            : make_uint4(0u, 0u, 0u, 0u);
-            }
-            float g[V];
-            carry_in(g);
+                for (int s = 0; s < S; s++) {
+                    const int i = ty * S + s;
+                    const int64_t t = t0 + nr - 1 - i;
+                    hq[s] = F || (i < nr && t >= 1)
+                                ? __ldcs(reinterpret_cast<const uint4 *>(
+                                      static_cast<const T *>(p.hin) + tcol + (t - 1) * p.H))
+                                : make_uint4(0u, 0u, 0u, 0u);
+                }
+                float g[V];
+                carry_in(g);
 #pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s, row = nr - 1 - i;
-                if (i < nr) {
-                    float av[V], bv[V], h[V], dav[V];
-                    smem_vec<T>(sa + row * kW + tx * V, av);
-                    smem_vec<T>(sb + row * kW + tx * V, bv);
+                for (int s = 0; s < S; s++) {
+                    const int i = ty * S + s, row = nr - 1 - i;
+                    if (F || i < nr) {
+                        float av[V], bv[V], h[V], dav[V];
+                        smem_vec<T>(sa + row * kW + tx * V, av);
+                        smem_vec<T>(sb + row * kW + tx * V, bv);
 #pragma unroll
-                    for (int v = 0; v < V; v++)
-                        g[v] = av[v] * g[v] + bv[v];
-                    const int64_t t = t0 + row;
-                    unpack16<T>(hq[s], h);
-                    if (t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
-                        if (p.h0) {
-                            load_f<V>(p.h0 + scol, h);
-                        } else {
+                        for (int v = 0; v < V; v++)
+                            g[v] = av[v] * g[v] + bv[v];
+                        const int64_t t = t0 + row;
+                        unpack16<T>(hq[s], h);
+                        if (!F && t == 0) { /* h_{-1} = h0; dh0 = a_0 g_0 */
+                            if (p.h0) {
+                                load_f<V>(p.h0 + scol, h);
+                            } else {
 #pragma unroll
-                            for (int v = 0; v < V; v++)
-                                h[v] = 0.0f;
+                                for (int v = 0; v < V; v++)
+                                    h[v] = 0.0f;
+                            }
+                            if (p.dh0) {
+                                float a0[V], d0[V];
+                                load_vec<T, V>(p.a, tcol, a0);
+#pragma unroll
+                                for (int v = 0; v < V; v++)
+                                    d0[v] = a0[v] * g[v];
+                                store_f<V>(p.dh0 + scol, d0);
+                            }
                         }
-                        if (p.dh0) {
-                            float a0[V], d0[V];
-                            load_vec<T, V>(p.a, tcol, a0);
 #pragma unroll
-                            for (int v = 0; v < V; v++)
-                                d0[v] = a0[v] * g[v];
-                            store_f<V>(p.dh0 + scol, d0);
-                        }
+                        for (int v = 0; v < V; v++)
+                            dav[v] = g[v] * h[v];
+                        const int64_t o = tcol + t * p.H;
+                        store_vec<T, V, true>(p.db, o, g);
+                        store_vec<T, V, true>(p.da, o, dav);
                     }
-#pragma unroll
-                    for (int v = 0; v < V; v++)
-                        dav[v] = g[v] * h[v];
-                    const int64_t o = tcol + t * p.H;
-                    store_vec<T, V, true>(p.db, o, g);
-                    store_vec<T, V, true>(p.da, o, dav);
                 }
-            }
+            };
+            if (inner)
+                finish(std::true_type{});
+            else
+                finish(std::false_type{});
         } else {
-            float h[V];
-            carry_in(h);
+            auto finish = [&](auto full) {
+                constexpr bool F = decltype(full)::value;
+                float h[V];
+                carry_in(h);
 #pragma unroll
-            for (int s = 0; s < S; s++) {
-                const int i = ty * S + s;
-                if (i < nr) {
-                    float av[V], bv[V];
-                    smem_vec<T>(sa + i * kW + tx * V, av);
-                    smem_vec<T>(sb + i * kW + tx * V, bv);
+                for (int s = 0; s < S; s++) {
+                    const int i = ty * S + s;
+                    if (F || i < nr) {
+                        float av[V], bv[V];
+                        smem_vec<T>(sa + i * kW + tx * V, av);
+                        smem_vec<T>(sb + i * kW + tx * V, bv);
 #pragma unroll
-                    for (int v = 0; v < V; v++)
-                        h[v] = av[v] * h[v] + bv[v];
-                    const int64_t t = t0 + i;
-                    store_vec<T, V, true>(p.h, tcol + t * p.H, h);
-                    if (t == p.T - 1 && p.hT)
-                        store_f<V>(p.hT + scol, h);
+                        for (int v = 0; v < V; v++)
+                            h[v] = av[v] * h[v] + bv[v];
+                        const int64_t t = t0 + i;
+                        store_vec<T, V, true>(p.h, tcol + t * p.H, h);
+                        if (!F && t == p.T - 1 && p.hT)
+                            store_f<V>(p.hT + scol, h);
+                    }
                 }
-            }
+            };
+            if (inner)
+                finish(std::true_type{});
+            else
+                finish(std::false_type{});
         }
         __syncwarp();
         if (lane == 0)
