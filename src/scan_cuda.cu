@@ -1989,6 +1989,26 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
     return true;
 }
 
+/* Whether AUTO's forward takes WINDOW where it applies: from 2^16 steps
+ * (2^17 for one chain) to under 2^19. Measured on an H200 (run r55, fwd %
+ * of the copy roofline, WINDOW against CHUNKED): fp32 1x64Kx256 73.3
+ * against 63.8, 4x64Kx64 72.3 / 63.9, 2x64Kx64 59.7 / 56.5, 1x256Kx256 82.2
+ * / 79.7, 1x256Kx64 61.5 / 61.0; bf16 1x64Kx256 58.8 / 53.3, 1x256Kx64 54.3
+ * / 49.4; but 1x64Kx64 44.8 / 45.2 (bf16 33.4 / 35.6), every shape at 16K
+ * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5).
+ * With this rule (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
+ * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32 1x128Kx64
+ * 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
+#ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below" */
+#define PRNN_WINDOW_FWD_T 65536, 131072, 524288
+#endif
+bool window_forward_wins(const scan_params &p)
+{
+    constexpr int64_t t[3] = {PRNN_WINDOW_FWD_T};
+    const bool one_chain = p.B * p.H <= 64;
+    return p.T >= t[one_chain ? 1 : 0] && p.T < t[2];
+}
+
 template <typename T, bool BWD>
 prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_params &p)
 {
@@ -2003,8 +2023,10 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
     case PRNN_SCAN_STRIPED:
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
-        /* WINDOW's forward loses to CHUNKED's: the backward only */
-        if (BWD && vec && window_try<T, BWD>(st, p, false, &window_status)) return window_status;
+        /* WINDOW: the backward, and the forward where it beats CHUNKED's */
+        if (vec && (BWD || window_forward_wins(p)) &&
+            window_try<T, BWD>(st, p, false, &window_status))
+            return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))
             return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
         return vec ? chunked_run<T, V, BWD>(st, p) : chunked_run<T, 1, BWD>(st, p);

@@ -1,10 +1,11 @@
 /*
  * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
  * H200). AUTO takes it for the backward where it applies (window_applies;
- * scan_cuda.cu's run_typed; its forward loses to the chunked scan's), FIXED
- * for both directions outside graph capture: a tile's result does not
- * depend on which block takes it or when. Everything else, and every other
- * card, goes to the chunked scan.
+ * scan_cuda.cu's run_typed), and for the forward from 2^16 to 2^19 steps
+ * (window_forward_wins: longer, the chunked scan's forward is faster);
+ * FIXED for both directions outside graph capture: a tile's result does
+ * not depend on which block takes it or when. Everything else, and every
+ * other card, goes to the chunked scan.
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
