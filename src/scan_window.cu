@@ -314,6 +314,16 @@ __device__ __forceinline__ void fold_pairs(Q q, int n, unsigned tag, float &fA, 
     }
 }
 
+/* f(std::true_type) where full, else f(std::false_type): a loop over a
+ * tile's steps instantiated without and with its step guards. */
+template <typename F> __device__ __forceinline__ void with_full(bool full, F &&f)
+{
+    if (full)
+        f(std::true_type{});
+    else
+        f(std::false_type{});
+}
+
 /* Tile n's chunk, chain, window, position, group and place in the group. */
 struct tile_at {
     int64_t c, w;
@@ -480,11 +490,14 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 A[v] = 1.0f;
                 Bs[v] = 0.0f;
             }
-            auto reduce = [&](auto full) { /* full: L steps, no step guard */
+            /* unguarded where the tile is full; not the forward's, measured
+             * slower so (window_cfg) */
+            with_full(BWD && nr == L, [&](auto full) {
+                constexpr bool F = decltype(full)::value;
 #pragma unroll
                 for (int s = 0; s < S; s++) {
                     const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
-                    if (decltype(full)::value || i < nr) {
+                    if (F || i < nr) {
                         float av[V], bv[V];
                         smem_vec<T>(sa + row * kW + tx * V, av);
                         smem_vec<T>(sb + row * kW + tx * V, bv);
@@ -495,11 +508,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                         }
                     }
                 }
-            };
-            if (BWD && nr == L) /* the forward's measured slower unguarded (window_cfg) */
-                reduce(std::true_type{});
-            else
-                reduce(std::false_type{});
+            });
             /* the warp's RW time rows, an inclusive scan by shuffles; xA, xB
              * this thread's exclusive prefix in the warp */
 #pragma unroll
@@ -597,11 +606,11 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 x[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
         };
         /* A tile of L steps away from both ends of the row finishes with no
-         * step guard and no t = 0 or t = T - 1 case; but for fp32
-         * backwards of one chain, measured slower so (window_cfg). */
+         * step guard and no t = 0 or t = T - 1 case, except the fp32
+         * backward's of one chain, measured slower so (window_cfg). */
         const bool inner = nr == L && t0 > 0 && t0 + L < p.T && (sizeof(T) == 2 || !BWD || R > 1);
         if constexpr (BWD) {
-            auto finish = [&](auto full) {
+            with_full(inner, [&](auto full) {
                 constexpr bool F = decltype(full)::value;
                 uint4 hq[S]; /* h_{t-1} of this thread's steps, as stored, loaded before the wait */
 #pragma unroll
@@ -652,13 +661,9 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                         store_vec<T, V, true>(p.da, o, dav);
                     }
                 }
-            };
-            if (inner)
-                finish(std::true_type{});
-            else
-                finish(std::false_type{});
+            });
         } else {
-            auto finish = [&](auto full) {
+            with_full(inner, [&](auto full) {
                 constexpr bool F = decltype(full)::value;
                 float h[V];
                 carry_in(h);
@@ -678,11 +683,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                             store_f<V>(p.hT + scol, h);
                     }
                 }
-            };
-            if (inner)
-                finish(std::true_type{});
-            else
-                finish(std::false_type{});
+            });
         }
         __syncwarp();
         if (lane == 0)
