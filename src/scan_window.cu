@@ -44,7 +44,7 @@
  * empty (tile finished), agg (aggregate handed over), carry (carry ready).
  *
  * Measured on an H200 against the chunked scan: see window_cfg, and
- * dev/cuda/README.md and docs/benchmarks/scan_h200.md (runs r28-r32).
+ * dev/cuda/README.md and docs/benchmarks/scan_h200.md (runs r28-r59).
  */
 #include "cuda_common.cuh"
 #include "scan_cuda.cuh"
