@@ -1995,7 +1995,9 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * against 63.8, 4x64Kx64 72.3 / 63.9, 2x64Kx64 59.7 / 56.5, 1x256Kx256 82.2
  * / 79.7, 1x256Kx64 61.5 / 61.0; bf16 1x64Kx256 58.8 / 53.3, 1x256Kx64 54.3
  * / 49.4; but 1x64Kx64 44.8 / 45.2 (bf16 33.4 / 35.6), every shape at 16K
- * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5).
+ * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5);
+ * WINDOW's forward was not measured between 256K and 1M, so the upper
+ * bound lies where no measurement put it, halfway in powers of two.
  * With this rule (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32 1x128Kx64
  * 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
