@@ -1997,7 +1997,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * / 49.4; but 1x64Kx64 44.8 / 45.2 (bf16 33.4 / 35.6), every shape at 16K
  * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5);
  * WINDOW's forward was not measured between 256K and 1M, so the upper
- * bound lies where no measurement put it, halfway in powers of two.
+ * bound is a guess: halfway, in powers of two, between a win and a loss.
  * With this rule (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32 1x128Kx64
  * 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
