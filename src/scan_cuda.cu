@@ -1990,19 +1990,21 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
 }
 
 /* Whether AUTO's forward takes WINDOW where it applies: from 2^16 steps
- * (2^17 for one chain) to under 2^19. Measured on an H200 (run r55, fwd %
+ * (2^17 for one chain) to under 3 x 2^17 (384K). Measured on an H200 (run r55, fwd %
  * of the copy roofline, WINDOW against CHUNKED): fp32 1x64Kx256 73.3
  * against 63.8, 4x64Kx64 72.3 / 63.9, 2x64Kx64 59.7 / 56.5, 1x256Kx256 82.2
  * / 79.7, 1x256Kx64 61.5 / 61.0; bf16 1x64Kx256 58.8 / 53.3, 1x256Kx64 54.3
  * / 49.4; but 1x64Kx64 44.8 / 45.2 (bf16 33.4 / 35.6), every shape at 16K
- * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5);
- * WINDOW's forward was not measured between 256K and 1M, so the upper
- * bound is a guess: halfway, in powers of two, between a win and a loss.
- * With this rule (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
- * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32 1x128Kx64
- * 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
+ * (fp32 1x16Kx256 50.6 / 54.3) and at 1M (fp32 1x1Mx64 68.3 / 75.5).
+ * Run r61 between: at 384K as often ahead as behind (fp32 1x384Kx64 64.6
+ * / 65.6, 2x384Kx64 75.0 / 74.2, 4x384Kx64 82.2 / 84.0; bf16 1x384Kx64
+ * 58.1 / 53.1, 4x384Kx64 72.8 / 76.1), at 512K mostly behind (fp32
+ * 1x512Kx256 83.7 / 85.0, 4x512Kx64 82.9 / 85.3). With the rule's upper
+ * bound at 2^19 (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
+ * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
+ * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
 #ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below" */
-#define PRNN_WINDOW_FWD_T 65536, 131072, 524288
+#define PRNN_WINDOW_FWD_T 65536, 131072, 393216
 #endif
 bool window_forward_wins(const scan_params &p)
 {

@@ -347,8 +347,8 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
 /* AUTO's backward for 1 to 4 chains of 64 channels (B x H = 64 .. 256,
  * H a multiple of 64) at long T: on sm_90 WINDOW (scan_window.cu, from
  * T = 2048), elsewhere the chunked scan; its forward as well from T =
- * 2^16 (2^17 for one chain) to under 2^19 (the full-size shapes from
- * 65537 to 300007 steps; 1 x 65537 x 64 and 1 x 524309 x 128 just
+ * 2^16 (2^17 for one chain) to under 3 x 2^17 (the full-size shapes
+ * from 65539 to 300007 steps; 1 x 65537 x 64 and 1 x 524309 x 128
  * outside). Odd T leave a short last tile.
  * The options it takes (h0, dhT beside dh, dh0) in every dtype; those it
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
