@@ -1990,8 +1990,9 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
 }
 
 /* Whether AUTO's forward takes WINDOW where it applies: from 2^16 steps
- * (2^17 for one chain) to under 3 x 2^17 (384K). Measured on an H200 (run r55, fwd %
- * of the copy roofline, WINDOW against CHUNKED): fp32 1x64Kx256 73.3
+ * (2^17 for one chain) to under 3 x 2^17 (384K). Measured on an H200
+ * (run r55, fwd % of the copy roofline, WINDOW against CHUNKED): fp32
+ * 1x64Kx256 73.3
  * against 63.8, 4x64Kx64 72.3 / 63.9, 2x64Kx64 59.7 / 56.5, 1x256Kx256 82.2
  * / 79.7, 1x256Kx64 61.5 / 61.0; bf16 1x64Kx256 58.8 / 53.3, 1x256Kx64 54.3
  * / 49.4; but 1x64Kx64 44.8 / 45.2 (bf16 33.4 / 35.6), every shape at 16K

@@ -1,8 +1,9 @@
 /*
  * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
  * H200). AUTO takes it for the backward where it applies (window_applies;
- * scan_cuda.cu's run_typed), and for the forward from 2^16 to 3 x 2^17 steps
- * (window_forward_wins: longer, the chunked scan's forward is faster);
+ * scan_cuda.cu's run_typed), and for the forward from 2^16 to 3 x 2^17
+ * steps (window_forward_wins: outside that, the chunked scan's forward is
+ * faster);
  * FIXED for both directions outside graph capture: a tile's result does
  * not depend on which block takes it or when. Everything else, and every
  * other card, goes to the chunked scan.
