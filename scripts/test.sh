@@ -101,10 +101,12 @@ fi
 # dev/cuda/sim's simulator of blocks, warps, look-back words, mbarriers and
 # tensor-map copies, every staged path forced, checked against the CPU
 # reference (the GPU suite's quick shapes); then the few-chain cases with
-# WINDOW taken at every T (AUTO's forward too, from T = 1, 2 for one chain).
+# WINDOW taken at every T (AUTO's forward too: from T = 1, or 2 for one
+# chain of 64 columns; the fp32 forward's h by tensor-map stores where it
+# takes them at all, one row of 64 channels).
 if [ "$mode" = release ] && [ "${PRNN_TEST_SIM:-1}" = 1 ] && command -v g++ >/dev/null; then
   run_suite env SIM_DEFS="-DPRNN_STAGE_WAVES=0 -DPRNN_STAGE16_LONG_T=300" dev/cuda/sim/run.sh --quick
-  run_suite env SIM_DEFS="-DPRNN_WINDOW_MIN_T=1 -DPRNN_WINDOW_FWD_T=1,2,393216" dev/cuda/sim/run.sh --window --quick
+  run_suite env SIM_DEFS="-DPRNN_WINDOW_MIN_T=1 -DPRNN_WINDOW_FWD_T=1,2,393216,1 -DPRNN_WINDOW_BULK_T=1" dev/cuda/sim/run.sh --window --quick
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -2004,12 +2004,19 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * bound at 2^19 (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
  * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
-#ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below" */
-#define PRNN_WINDOW_FWD_T 65536, 131072, 393216
+/* Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
+ * B H <= 128), its forward beats CHUNKED's at every length measured from
+ * 16K steps (run r65, fwd %, WINDOW against CHUNKED: fp32 1x16Kx64 23.1 /
+ * 22.0, 1x32Kx64 36.7 / 36.3, 1x64Kx64 50.4 / 45.9, 1x512Kx64 77.1 / 69.0,
+ * 1x1Mx64 79.5 / 75.4; 2x1Mx64 87.8-88.1 / 82.4-82.7 and 1x1Mx128
+ * 87.4-87.7 / 81.5-82.3, CHUNKED's being AUTO's forward there then). */
+#ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below, from (narrow)" */
+#define PRNN_WINDOW_FWD_T 65536, 131072, 393216, 16384
 #endif
-bool window_forward_wins(const scan_params &p)
+template <typename T> bool window_forward_wins(const scan_params &p)
 {
-    constexpr int64_t t[3] = {PRNN_WINDOW_FWD_T};
+    constexpr int64_t t[4] = {PRNN_WINDOW_FWD_T};
+    if (window_narrow<T>(p)) return p.T >= t[3];
     const bool one_chain = p.B * p.H <= 64;
     return p.T >= t[one_chain ? 1 : 0] && p.T < t[2];
 }
@@ -2029,7 +2036,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
         /* WINDOW: the backward, and the forward where it beats CHUNKED's */
-        if (vec && (BWD || window_forward_wins(p)) &&
+        if (vec && (BWD || window_forward_wins<T>(p)) &&
             window_try<T, BWD>(st, p, false, &window_status))
             return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))

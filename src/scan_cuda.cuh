@@ -679,7 +679,7 @@ __device__ __forceinline__ void state_out(const scan_params &p, int64_t b, int64
 }
 
 /* ------------------------------------------------------------------------ */
-/* WINDOW (scan_window.cu): the backward of few long chains on sm_90        */
+/* WINDOW (scan_window.cu): the scan of few long chains on sm_90           */
 
 /* A launch's share of the context: its words (window_words of them, in the
  * zeroed look-back area), the ticket counter and this launch's first
@@ -699,6 +699,9 @@ struct window_launch {
  * tensors' 16-byte vectors (vectors_ok). */
 template <typename T, bool BWD>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
+/* Whether WINDOW would cut p's rows into chains of 32 columns (few fp32
+ * chains), where its forward beats the chunked scan's from 16K steps. */
+template <typename T> bool window_narrow(const scan_params &p);
 /* The tagged words a launch uses. */
 template <typename T> size_t window_words(const scan_params &p, int sm_count);
 /* Launches the scan; *tickets: the tickets it takes from the counter. */

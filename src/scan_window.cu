@@ -58,13 +58,14 @@ namespace prnn_cuda {
 
 namespace {
 
-constexpr int kW = 64;                    /* columns a chain */
-constexpr int kXThreads = kW, kSlots = 6; /* an exchange team; aggregate and carry slots */
-constexpr int kMaxWords = 11;             /* the most members or groups a fold: Gc <= 144 */
+constexpr int kW = 64;        /* columns a chain (W), or 32 where the chains are few (window_width) */
+constexpr int kSlots = 6;     /* aggregate and carry slots */
+constexpr int kMaxWords = 11; /* the most members or groups a fold: Gc <= 144 */
 
-constexpr int window_threads(int XT)
+/* The tile threads, XT exchange teams of W threads (one a column), the producer's warp. */
+constexpr int window_threads(int W, int XT)
 {
-    return kThreads + XT * kXThreads + 32;
+    return kThreads + XT * W + 32;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -116,11 +117,13 @@ constexpr int window_threads(int XT)
 #endif
 /* A tile thread's channels (one 16-byte vector) and the tile's time threads. */
 template <typename T> constexpr int window_vec() { return vec16<T>(); }
-template <typename T> constexpr int window_ty() { return kThreads * window_vec<T>() / kW; }
+template <typename T, int W> constexpr int window_ty() { return kThreads * window_vec<T>() / W; }
 
 template <typename T, int S_, int NS_, int LAG_, int XT_> struct window_cfg_of {
     static constexpr int S = S_, NS = NS_, LAG = LAG_, XT = XT_;
-    static constexpr int L = window_ty<T>() * S;
+    static constexpr int L = window_ty<T, kW>() * S;
+    /* the tile's steps at W columns a chain: the same bytes as L at kW */
+    template <int W> static constexpr int len() { return window_ty<T, W>() * S; }
     static_assert(NS >= LAG + 2 && kSlots >= LAG + 2 && kSlots >= XT, "too few stages or slots");
 };
 template <typename T>
@@ -157,7 +160,7 @@ struct window_geometry {
     size_t nwords; /* words, gwords and pwords */
 };
 
-window_geometry window_geometry_of(int64_t T, int64_t R, int L, int sm_count)
+window_geometry window_geometry_of(int64_t T, int64_t R, int W, int L, int sm_count)
 {
     window_geometry w;
     w.R = (int)R;
@@ -173,8 +176,8 @@ window_geometry window_geometry_of(int64_t T, int64_t R, int L, int sm_count)
     w.NC = (T + L - 1) / L;
     w.NT = w.NC * w.R;
     w.windows = (w.NC + w.Gc - 1) / w.Gc;
-    w.nwords = (size_t)w.NT * 2 * kW + (size_t)(w.windows * w.ng * w.R) * 2 * kW +
-               (size_t)(w.windows * w.R) * kW;
+    w.nwords = (size_t)w.NT * 2 * W + (size_t)(w.windows * w.ng * w.R) * 2 * W +
+               (size_t)(w.windows * w.R) * W;
     return w;
 }
 
@@ -196,6 +199,14 @@ inline void tma_3d(void *dst, const CUtensorMap *map, int x, int y, int b, uint6
 {
     prnn_sim::tma_3d(dst, map, x, y, b, m);
 }
+inline void tma_store_3d(const CUtensorMap *map, const void *src, int x, int y, int b)
+{
+    prnn_sim::tma_store_3d(map, src, x, y, b);
+}
+inline void bulk_commit() {}
+inline void bulk_wait_read() {}
+inline void bulk_wait_all() {}
+inline void fence_async_smem() {}
 inline void tile_threads_sync() { prnn_sim::named_sync(1, kThreads); }
 #elif defined(PRNN_WINDOW_DEVICE)
 
@@ -241,6 +252,34 @@ __device__ __forceinline__ void tma_3d(void *dst, const CUtensorMap *map, int x,
                  "l"(map), "r"(x), "r"(y), "r"(b), "r"(saddr(m))
                  : "memory");
 }
+/* The box at channel x, time y of row b from src, in a bulk group of the
+ * calling thread; rows past the tensor are not written. */
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap *map, const void *src, int x, int y,
+                                             int b)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::
+                     "l"(map), "r"(saddr(src)), "r"(x), "r"(y), "r"(b)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+/* The calling thread's bulk groups done reading shared memory. */
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+/* The calling thread's bulk groups complete. */
+__device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+/* This thread's shared-memory stores ordered before later tensor-map copies. */
+__device__ __forceinline__ void fence_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 /* The tile threads' own barrier (the exchange and the producer run on). */
 __device__ __forceinline__ void tile_threads_sync()
 {
@@ -273,7 +312,7 @@ __device__ __forceinline__ void smem_vec(const T *q, float (&v)[vec16<T>()])
 /* The pairs (A, B) at q(e), e < n <= kMaxWords, polled until both words of
  * each carry tag (a word found missing is loaded again and tested in the
  * next round, so a round waits one round trip), then composed in order. */
-template <typename Q>
+template <int W, typename Q>
 __device__ __forceinline__ void fold_pairs(Q q, int n, unsigned tag, float &fA, float &fB)
 {
     unsigned long long va[kMaxWords], vb[kMaxWords];
@@ -282,7 +321,7 @@ __device__ __forceinline__ void fold_pairs(Q q, int n, unsigned tag, float &fA, 
         va[e] = vb[e] = 0ull;
         if (e < n) {
             va[e] = ld_word(q(e));
-            vb[e] = ld_word(q(e) + kW);
+            vb[e] = ld_word(q(e) + W);
         }
     }
     for (;;) {
@@ -296,7 +335,7 @@ __device__ __forceinline__ void fold_pairs(Q q, int n, unsigned tag, float &fA, 
                 all = false;
             }
             if (word_tag(vb[e]) != tag) {
-                vb[e] = ld_word(q(e) + kW);
+                vb[e] = ld_word(q(e) + W);
                 all = false;
             }
         }
@@ -325,6 +364,13 @@ template <typename F> __device__ __forceinline__ void with_full(bool full, F &&f
         f(std::false_type{});
 }
 
+/* The rows of a tensor-map box for tiles of L steps: at most 256 (the
+ * map's limit), so a tile comes in L / window_box(L) boxes. */
+constexpr int window_box(int L)
+{
+    return L > 256 ? L / 2 : L;
+}
+
 /* Tile n's chunk, chain, window, position, group and place in the group. */
 struct tile_at {
     int64_t c, w;
@@ -340,14 +386,20 @@ struct tile_at {
     }
 };
 
-/* tb maps the forward's b or the backward's dh. */
-template <typename T, bool BWD, int S, int NS, int LAG, int XT>
-__global__ void __launch_bounds__(window_threads(XT), 1)
+/* tb maps the forward's b or the backward's dh, th the forward's h. BULK
+ * (the forward only): a full tile's finish writes h over its b in the
+ * stage, and the producer copies it out by tensor-map stores before it
+ * refills the stage (window_bulk). */
+template <typename T, bool BWD, int W, bool BULK, int S, int NS, int LAG, int XT>
+__global__ void __launch_bounds__(window_threads(W, XT), 1)
     window_kernel(const __grid_constant__ window_params p, const __grid_constant__ CUtensorMap ta,
-                  const __grid_constant__ CUtensorMap tb)
+                  const __grid_constant__ CUtensorMap tb, const __grid_constant__ CUtensorMap th)
 {
 #ifdef PRNN_WINDOW_DEVICE
-    constexpr int V = window_vec<T>(), TX = kW / V, L = window_ty<T>() * S;
+    constexpr int V = window_vec<T>(), TX = W / V, L = window_ty<T, W>() * S;
+    constexpr bool kBulk = BULK;
+    static_assert(!BULK || !BWD, "the forward's h only");
+    static_assert(window_box(L) <= 256 && L % window_box(L) == 0, "a tile in whole boxes");
 #ifdef PRNN_CUDA_SIM
     static __align__(128) unsigned char ring_raw[228u << 10];
 #else
@@ -355,10 +407,10 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
 #endif
     __shared__ uint64_t full[NS], empty[NS], aggbar[kSlots], carrybar[kSlots];
     __shared__ int64_t stile[NS], atile[kSlots]; /* a stage's tile, an aggregate's (-1: none) */
-    __shared__ __align__(16) float wgA[2][8][kW], wgB[2][8][kW]; /* the warps' sums, by column */
-    __shared__ float aggA[kSlots][kW], aggB[kSlots][kW], carry[kSlots][kW];
+    __shared__ __align__(16) float wgA[2][8][W], wgB[2][8][W]; /* the warps' sums, by column */
+    __shared__ float aggA[kSlots][W], aggB[kSlots][W], carry[kSlots][W];
     T *const ring = reinterpret_cast<T *>(ring_raw);
-    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * kW; };
+    auto stage = [&](int64_t k) { return ring + (size_t)(k % NS) * 2 * L * W; };
     const int tid = threadIdx.x, R = p.R, Gc = p.G / p.R;
     const int64_t NC = (p.T + L - 1) / L, NT = NC * R;
     grid_dep_begin<false>(); /* holds most of the SM's shared memory: kernel_triggers_early */
@@ -368,24 +420,49 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             mbar_init(&empty[s], kThreads / 32);
         }
         for (int q = 0; q < kSlots; q++) {
-            mbar_init(&aggbar[q], kW);
-            mbar_init(&carrybar[q], kXThreads);
+            mbar_init(&aggbar[q], W);
+            mbar_init(&carrybar[q], W);
         }
         mbar_init_fence();
     }
     __syncthreads();
 
-    if (tid >= kThreads + XT * kXThreads) { /* the producer */
-        if (tid != kThreads + XT * kXThreads)
+    if (tid >= kThreads + XT * W) { /* the producer */
+        if (tid != kThreads + XT * W)
             return;
+        /* the stage of iteration j free again: its tile finished, and a full
+         * tile's h (kBulk) copied out of it */
+        auto drain = [&](int64_t j) {
+            mbar_wait(&empty[j % NS], (unsigned)((j / NS) & 1));
+            if constexpr (kBulk) {
+                const int64_t n = stile[j % NS];
+                int64_t t0;
+                int nr;
+                chunk_rows<L, BWD>(p.T, n / R, t0, nr);
+                if (nr == L) {
+                    const int r = (int)(n % R), x = r % p.Rh * W, b = r / p.Rh;
+                    const T *sb = stage(j) + L * W;
+#pragma unroll
+                    for (int i = 0; i < L; i += window_box(L))
+                        tma_store_3d(&th, sb + i * W, x, (int)(t0 + i), b);
+                    bulk_commit();
+                    bulk_wait_read();
+                }
+            }
+        };
         for (int64_t k = 0;; k++) {
             if (k >= NS)
-                mbar_wait(&empty[k % NS], (unsigned)((k / NS - 1) & 1));
+                drain(k - NS);
             const unsigned long long u = atomicAdd(p.counter, 1ull);
             const int64_t n = u >= p.tbase ? (int64_t)(u - p.tbase) : NT;
-            if (n >= NT) { /* the end: a stage with no tile */
+            if (n >= NT) { /* the end: a stage with no tile; the stages still out */
                 stile[k % NS] = -1;
                 mbar_arrive(&full[k % NS]);
+                if (kBulk) {
+                    for (int64_t j = k >= NS - 1 ? k - NS + 1 : 0; j < k; j++)
+                        drain(j);
+                    bulk_wait_all();
+                }
                 return;
             }
             stile[k % NS] = n;
@@ -393,17 +470,20 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             int nr;
             chunk_rows<L, BWD>(p.T, n / R, t0, nr);
             T *st = stage(k);
-            const int r = (int)(n % R), x = r % p.Rh * kW, b = r / p.Rh;
+            const int r = (int)(n % R), x = r % p.Rh * W, b = r / p.Rh;
             /* forward: a and b at t0; backward: a at t0 + 1 (a step's
              * coefficient; row T comes as zeros), dh at t0 */
-            mbar_expect(&full[k % NS], 2u * L * kW * sizeof(T));
-            tma_3d(st, &ta, x, (int)(t0 + (BWD ? 1 : 0)), b, &full[k % NS]);
-            tma_3d(st + L * kW, &tb, x, (int)t0, b, &full[k % NS]);
+            mbar_expect(&full[k % NS], 2u * L * W * sizeof(T));
+#pragma unroll
+            for (int j = 0; j < L; j += window_box(L)) {
+                tma_3d(st + j * W, &ta, x, (int)(t0 + j + (BWD ? 1 : 0)), b, &full[k % NS]);
+                tma_3d(st + (L + j) * W, &tb, x, (int)(t0 + j), b, &full[k % NS]);
+            }
         }
     }
 
     if (tid >= kThreads) { /* the exchange: column col of every tile's carry */
-        const int col = (tid - kThreads) % kXThreads, team = (tid - kThreads) / kXThreads;
+        const int col = (tid - kThreads) % W, team = (tid - kThreads) / W;
         for (int64_t k = team;; k += XT) {
             mbar_wait(&aggbar[k % kSlots], (unsigned)((k / kSlots) & 1));
             const int64_t n = atile[k % kSlots];
@@ -415,33 +495,33 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             if (NC - first < gsz)
                 gsz = NC - first;
             float mA, mB, gA, gB; /* the members before, the groups before */
-            fold_pairs([&](int e) { return p.words + ((first + e) * R + t.r) * 2 * kW + col; }, t.m,
+            fold_pairs<W>([&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; }, t.m,
                        p.tag, mA, mB);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (t.m == gsz - 1) { /* the group's aggregate: its members before, then this tile */
-                unsigned long long *gw = p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * kW;
+                unsigned long long *gw = p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W;
                 st_word(gw + col, make_word(myA * mA, p.tag));
-                st_word(gw + kW + col, make_word(myA * mB + myB, p.tag));
+                st_word(gw + W + col, make_word(myA * mB + myB, p.tag));
             }
-            fold_pairs(
-                [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * kW + col; },
+            fold_pairs<W>(
+                [&](int e) { return p.gwords + ((t.w * p.ng + e) * R + t.r) * 2 * W + col; },
                 t.grp, p.tag, gA, gB);
             float P; /* the state after window w - 1: published, or h0 / dhT before window 0 */
             if (t.w > 0) {
-                const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * kW + col;
+                const unsigned long long *pw = p.pwords + ((t.w - 1) * R + t.r) * W + col;
                 unsigned long long u = ld_word(pw);
                 while (word_tag(u) != p.tag)
                     u = ld_word(pw);
                 P = word_value(u);
             } else {
                 const float *s0 = BWD ? p.dhT : p.h0;
-                P = s0 ? s0[t.r * kW + col] : 0.0f;
+                P = s0 ? s0[t.r * W + col] : 0.0f;
             }
             const float cin = mA * (gA * P + gB) + mB;
             carry[k % kSlots][col] = cin;
             mbar_arrive(&carrybar[k % kSlots]);
             if (t.pos == Gc - 1)
-                st_word(p.pwords + (t.w * R + t.r) * kW + col, make_word(myA * cin + myB, p.tag));
+                st_word(p.pwords + (t.w * R + t.r) * W + col, make_word(myA * cin + myB, p.tag));
         }
         return;
     }
@@ -478,11 +558,11 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
             int64_t t0;
             int nr;
             chunk_rows<L, BWD>(p.T, n / R, t0, nr);
-            T *const sa = stage(k), *const sb = stage(k) + L * kW;
+            T *const sa = stage(k), *const sb = stage(k) + L * W;
             if (BWD && n < R && ty == 0) { /* step T - 1 (this thread's first): g_T = dhT enters at 1 */
                 const unsigned one =
                     sizeof(T) == 4 ? __float_as_uint(1.0f) : pack2<T>(1.0f, 1.0f);
-                *reinterpret_cast<uint4 *>(sa + (nr - 1) * kW + tx * V) =
+                *reinterpret_cast<uint4 *>(sa + (nr - 1) * W + tx * V) =
                     make_uint4(one, one, one, one);
             }
             float A[V], Bs[V];
@@ -500,8 +580,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                     const int i = ty * S + s, row = BWD ? nr - 1 - i : i;
                     if (F || i < nr) {
                         float av[V], bv[V];
-                        smem_vec<T>(sa + row * kW + tx * V, av);
-                        smem_vec<T>(sb + row * kW + tx * V, bv);
+                        smem_vec<T>(sa + row * W + tx * V, av);
+                        smem_vec<T>(sb + row * W + tx * V, bv);
 #pragma unroll
                         for (int v = 0; v < V; v++) {
                             Bs[v] = av[v] * Bs[v] + bv[v];
@@ -558,15 +638,15 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                 pB[v] = xA[v] * wB[v] + xB[v];
                 pA[v] = xA[v] * wA[v];
             }
-            if (tid < kW) { /* column tid's aggregate: published and handed to the exchange */
+            if (tid < W) { /* column tid's aggregate: published and handed to the exchange */
                 float nA = 1.0f, nB = 0.0f;
                 for (int w = 0; w < 8; w++) {
                     const float qA = wgA[k & 1][w][tid], qB = wgB[k & 1][w][tid];
                     nB = qA * nB + qB;
                     nA = qA * nA;
                 }
-                st_word(p.words + n * 2 * kW + tid, make_word(nA, p.tag));
-                st_word(p.words + n * 2 * kW + kW + tid, make_word(nB, p.tag));
+                st_word(p.words + n * 2 * W + tid, make_word(nA, p.tag));
+                st_word(p.words + n * 2 * W + W + tid, make_word(nB, p.tag));
                 aggA[k % kSlots][tid] = nA;
                 aggB[k % kSlots][tid] = nB;
                 if (tid == 0)
@@ -597,9 +677,9 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
         chunk_rows<L, BWD>(p.T, nf / R, t0, nr);
         /* the chain's row b and channels: states at scol (b H + channel), tensors at tcol */
         const int rf = (int)(nf % R);
-        const int64_t scol = (int64_t)rf * kW + tx * V,
-                      tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * kW + tx * V;
-        const T *const sa = stage(kf), *const sb = stage(kf) + L * kW;
+        const int64_t scol = (int64_t)rf * W + tx * V,
+                      tcol = rf / p.Rh * p.T * p.H + rf % p.Rh * W + tx * V;
+        const T *const sa = stage(kf), *const sb = stage(kf) + L * W;
         auto carry_in = [&](float(&x)[V]) { /* the state entering the tile, once its carry is in */
             mbar_wait(&carrybar[kf % kSlots], (unsigned)((kf / kSlots) & 1));
 #pragma unroll
@@ -610,6 +690,7 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
          * step guard and no t = 0 or t = T - 1 case, except the fp32
          * backward's of one chain, measured slower so (window_cfg). */
         const bool inner = nr == L && t0 > 0 && t0 + L < p.T && (sizeof(T) == 2 || !BWD || R > 1);
+        const bool bulk = kBulk && nr == L; /* the producer copies h out (drain) */
         if constexpr (BWD) {
             with_full(inner, [&](auto full) {
                 constexpr bool F = decltype(full)::value;
@@ -630,8 +711,8 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                     const int i = ty * S + s, row = nr - 1 - i;
                     if (F || i < nr) {
                         float av[V], bv[V], h[V], dav[V];
-                        smem_vec<T>(sa + row * kW + tx * V, av);
-                        smem_vec<T>(sb + row * kW + tx * V, bv);
+                        smem_vec<T>(sa + row * W + tx * V, av);
+                        smem_vec<T>(sb + row * W + tx * V, bv);
 #pragma unroll
                         for (int v = 0; v < V; v++)
                             g[v] = av[v] * g[v] + bv[v];
@@ -673,26 +754,31 @@ __global__ void __launch_bounds__(window_threads(XT), 1)
                     const int i = ty * S + s;
                     if (F || i < nr) {
                         float av[V], bv[V];
-                        smem_vec<T>(sa + i * kW + tx * V, av);
-                        smem_vec<T>(sb + i * kW + tx * V, bv);
+                        smem_vec<T>(sa + i * W + tx * V, av);
+                        smem_vec<T>(sb + i * W + tx * V, bv);
 #pragma unroll
                         for (int v = 0; v < V; v++)
                             h[v] = av[v] * h[v] + bv[v];
                         const int64_t t = t0 + i;
-                        store_vec<T, V, true>(p.h, tcol + t * p.H, h);
+                        if (bulk) /* over this thread's b in the stage */
+                            store_vec<T, V>(const_cast<T *>(sb), i * W + tx * V, h);
+                        else
+                            store_vec<T, V, true>(p.h, tcol + t * p.H, h);
                         if (!F && t == p.T - 1 && p.hT)
                             store_f<V>(p.hT + scol, h);
                     }
                 }
             });
         }
+        if (bulk)
+            fence_async_smem();
         __syncwarp();
         if (lane == 0)
             mbar_arrive(&empty[kf % NS]);
     }
     /* every carry taken, so every aggregate slot read: one end mark a team */
     tile_threads_sync();
-    if (tid < kW)
+    if (tid < W)
         for (int j = 0; j < XT; j++) {
             if (tid == 0)
                 atile[(kend + j) % kSlots] = -1;
@@ -724,16 +810,49 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
 /* A map of boxes W x L x 1 over the (B, T, H) tensor at base: a box never
  * crosses into the next row (steps past T come as zeros). */
 template <typename T>
-bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H, int L)
+bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H, int W, int L)
 {
     const cuuint64_t dims[3] = {(cuuint64_t)H, (cuuint64_t)T_, (cuuint64_t)B},
                      strides[2] = {(cuuint64_t)H * sizeof(T), (cuuint64_t)(T_ * H) * sizeof(T)};
-    const cuuint32_t box[3] = {(cuuint32_t)kW, (cuuint32_t)L, 1}, es[3] = {1, 1, 1};
+    const cuuint32_t box[3] = {(cuuint32_t)W, (cuuint32_t)window_box(L), 1}, es[3] = {1, 1, 1};
     return encode_fn()(
                m, sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
                3, const_cast<void *>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Chains of 32 columns (fp32 storage: 128-byte rows) where the 64-column
+ * chains number at most PRNN_WINDOW_NARROW (B H / 64 of them): twice the
+ * chains, each with half the tiles of twice the steps. On an H200 (run
+ * r65, two passes, fwd / fwd+bwd % of the copy roofline, WINDOW both ways,
+ * 64 -> 32 columns): fp32 1x1Mx64 67.9-68.0 / 79.1-79.4 -> 79.7-79.8 /
+ * 86.0-86.2, 1x1Mx128 76.3-76.5 / 84.4-84.6 -> 87.4-87.7 / 90.5-90.6,
+ * 2x1Mx64 77.1-77.2 / 84.3-84.4 -> 87.8-88.1 / 89.6, 1x256Kx64 61.7-62.5 /
+ * 73.9-74.3 -> 70.8-71.6 / 80.2-80.7, 1x16Kx64 21.5-21.8 / 32.5-32.8 ->
+ * 23.4-24.2 / 34.9-35.1. 16-bit rows of 64 bytes lost (bf16 1x1Mx64
+ * fwd+bwd 74.9-75.4 -> 69.2-69.5), so 16-bit keeps 64 columns. */
+#ifndef PRNN_WINDOW_NARROW
+#define PRNN_WINDOW_NARROW 2
+#endif
+template <typename T> int window_width(const scan_params &p)
+{
+    return sizeof(T) == 4 && p.B * (p.H / kW) <= PRNN_WINDOW_NARROW ? kW / 2 : kW;
+}
+
+/* The forward's h by tensor-map stores from the stages (window_kernel's
+ * BULK), for the two 32-column chains of one 64-column row of fp32 from
+ * PRNN_WINDOW_BULK_T steps. On an H200 (run r66, two passes, AUTO fwd %,
+ * 32-column chains, own stores -> copies): 1x1Mx64 79.7-79.8 -> 81.5-81.6,
+ * 1x256Kx64 70.6-70.9 -> 72.2; but 1x64Kx64 50.2-50.8 -> 48.8-49.0,
+ * 1x16Kx64 23.1-23.5 -> 21.7-22.7, and at four chains 2x1Mx64 88.2-88.4 ->
+ * 87.3-87.6, 1x1Mx128 87.7-87.8 -> 87.3. */
+#ifndef PRNN_WINDOW_BULK_T
+#define PRNN_WINDOW_BULK_T 262144
+#endif
+bool window_bulk(const scan_params &p)
+{
+    return p.B * p.H <= kW && p.T >= PRNN_WINDOW_BULK_T;
 }
 
 } // namespace
@@ -752,7 +871,7 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
-    const int64_t R = p.B * (p.H / kW); /* chains; measured at 1, 2 and 4 */
+    const int64_t R = p.B * (p.H / window_width<T>(p)); /* chains; measured at 1, 2 and 4 */
     if (R > 4 || R > sm_count / 8)
         return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
@@ -765,25 +884,38 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
     return window_smem<T>() + stat <= (size_t)smem_optin && encode_fn() != nullptr;
 }
 
-template <typename T> size_t window_words(const scan_params &p, int sm_count)
+template <typename T> bool window_narrow(const scan_params &p)
 {
-    return window_geometry_of(p.T, p.B * p.H / kW, window_cfg<T>::L, sm_count).nwords;
+    return window_width<T>(p) != kW;
 }
 
-template <typename T, bool BWD>
-cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
+template <typename T> size_t window_words(const scan_params &p, int sm_count)
+{
+    const int W = window_width<T>(p);
+    return window_geometry_of(p.T, p.B * p.H / W, W,
+                              W == kW ? window_cfg<T>::L : window_cfg<T>::template len<kW / 2>(),
+                              sm_count)
+        .nwords;
+}
+
+template <typename T, bool BWD, int W, bool BULK>
+cudaError_t window_scan_w(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
 {
     using C = window_cfg<T>;
-    const window_geometry w = window_geometry_of(p.T, p.B * p.H / kW, C::L, wl.sm_count);
-    auto kernel = window_kernel<T, BWD, C::S, C::NS, C::LAG, C::XT>;
+    constexpr int L = C::template len<W>();
+    const window_geometry w = window_geometry_of(p.T, p.B * p.H / W, W, L, wl.sm_count);
+    auto kernel = window_kernel<T, BWD, W, BULK, C::S, C::NS, C::LAG, C::XT>;
     cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)window_smem<T>());
     if (e != cudaSuccess)
         return e;
-    CUtensorMap ta, tb;
-    if (!tile_map<T>(&ta, p.a, p.B, p.T, p.H, C::L) ||
-        !tile_map<T>(&tb, BWD ? p.dh : p.b, p.B, p.T, p.H, C::L))
+    CUtensorMap ta, tb, th;
+    if (!tile_map<T>(&ta, p.a, p.B, p.T, p.H, W, L) ||
+        !tile_map<T>(&tb, BWD ? p.dh : p.b, p.B, p.T, p.H, W, L) ||
+        (BULK && !tile_map<T>(&th, p.h_out, p.B, p.T, p.H, W, L)))
         return cudaErrorInvalidValue;
+    if (!BULK)
+        th = tb; /* not read */
     window_params wp;
     wp.a = p.a;
     wp.h = p.h_out;
@@ -796,27 +928,43 @@ cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned 
     wp.dh0 = p.dh0;
     wp.T = p.T;
     wp.H = (int)p.H;
-    wp.Rh = (int)(p.H / kW);
+    wp.Rh = (int)(p.H / W);
     wp.R = w.R;
     wp.G = w.G;
     wp.g = w.g;
     wp.ng = w.ng;
     wp.words = wl.words;
-    wp.gwords = wl.words + (size_t)w.NT * 2 * kW;
-    wp.pwords = wp.gwords + (size_t)(w.windows * w.ng * w.R) * 2 * kW;
+    wp.gwords = wl.words + (size_t)w.NT * 2 * W;
+    wp.pwords = wp.gwords + (size_t)(w.windows * w.ng * w.R) * 2 * W;
     wp.counter = wl.counter;
     wp.tbase = wl.ticket_base;
     wp.tag = wl.tag;
-    PRNN_LAUNCH_SMEM(kernel, w.G, window_threads(C::XT), window_smem<T>(), wl.stream, wp, ta, tb);
+    PRNN_LAUNCH_SMEM(kernel, w.G, window_threads(W, C::XT), window_smem<T>(), wl.stream, wp, ta,
+                     tb, th);
     e = cudaGetLastError();
     if (e == cudaSuccess) /* every tile's, and one past the end a block */
         *tickets = (unsigned long long)w.NT + (unsigned long long)w.G;
     return e;
 }
 
+template <typename T, bool BWD>
+cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
+{
+    if constexpr (sizeof(T) == 4) { /* 32 columns for fp32 only (window_width) */
+        if (window_width<T>(p) != kW) {
+            if constexpr (!BWD)
+                if (window_bulk(p))
+                    return window_scan_w<T, BWD, kW / 2, true>(p, wl, tickets);
+            return window_scan_w<T, BWD, kW / 2, false>(p, wl, tickets);
+        }
+    }
+    return window_scan_w<T, BWD, kW, false>(p, wl, tickets);
+}
+
 #define PRNN_WINDOW_INSTANCES(T)                                                                   \
     template bool window_applies<T, false>(const scan_params &, int, int, int);                    \
     template bool window_applies<T, true>(const scan_params &, int, int, int);                     \
+    template bool window_narrow<T>(const scan_params &);                                           \
     template size_t window_words<T>(const scan_params &, int);                                     \
     template cudaError_t window_scan<T, false>(const scan_params &, const window_launch &,         \
                                                unsigned long long *);                              \

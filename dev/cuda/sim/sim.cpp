@@ -319,6 +319,30 @@ void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m)
     mbar_check(bar);
 }
 
+/* The box at (x, y, b) from src, packed, into the tensor; elements
+ * outside it are not written. */
+void tma_store_3d(const void *map, const void *src, int x, int y, int b)
+{
+    sim_map t;
+    memcpy(&t, map, sizeof t);
+    const char *s = static_cast<const char *>(src);
+    const long long at[3] = {x, y, b};
+    for (unsigned long long k = 0; k < (t.rank > 2 ? t.box[2] : 1); k++)
+        for (unsigned long long j = 0; j < (t.rank > 1 ? t.box[1] : 1); j++)
+            for (unsigned long long i = 0; i < t.box[0]; i++, s += t.esize) {
+                const long long c[3] = {at[0] + (long long)i, at[1] + (long long)j,
+                                        at[2] + (long long)k};
+                bool in = true;
+                for (unsigned r = 0; r < t.rank; r++)
+                    in = in && c[r] >= 0 && (unsigned long long)c[r] < t.dims[r];
+                if (!in)
+                    continue;
+                char *dst = t.base + (unsigned long long)c[0] * t.esize;
+                for (unsigned r = 1; r < t.rank; r++) dst += (unsigned long long)c[r] * t.strides[r - 1];
+                memcpy(dst, s, t.esize);
+            }
+}
+
 /* Look-back words: a load may return the value before the latest store,
  * whose tag then says it is not out yet (or only its aggregate). */
 unsigned long long ld_word(const unsigned long long *p)

@@ -56,13 +56,16 @@ unsigned long long ld_word(const unsigned long long *p);
 void st_word(unsigned long long *p, unsigned long long v);
 int syncthreads_or(int pred);
 /* WINDOW's sm_90 instructions (src/scan_window.cu): mbarriers with
- * transaction counts, a 3-D tensor-map copy (done at once, its bytes
+ * transaction counts, 3-D tensor-map copies (done at once; a load's bytes
  * counted on the mbarrier), a named barrier of count threads. */
 void mbar_init(uint64_t *m, unsigned count);
 void mbar_arrive(uint64_t *m);
 void mbar_expect(uint64_t *m, unsigned bytes);
 void mbar_wait(uint64_t *m, unsigned parity);
 void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m);
+/* The other way: the box at (x, y, b) from src, packed, done at once;
+ * elements outside the tensor are not written. */
+void tma_store_3d(const void *map, const void *src, int x, int y, int b);
 void named_sync(int id, int count);
 void syncwarp();
 } // namespace prnn_sim
