@@ -2,15 +2,16 @@
  * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
  * H200). AUTO takes it for the backward where it applies (window_applies;
  * scan_cuda.cu's run_typed), and for the forward from 2^16 to 3 x 2^17
- * steps (window_forward_wins: outside that, the chunked scan's forward is
- * faster);
+ * steps, or from 2^14 on for fp32 chains of 32 columns (window_forward_wins:
+ * elsewhere the chunked scan's forward is faster);
  * FIXED for both directions outside graph capture: a tile's result does
  * not depend on which block takes it or when. Everything else, and every
  * other card, goes to the chunked scan.
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
- * H contiguous; states (B, H). A chain is W = 64 channels of one row (R = B
- * H / 64 of them, at most 4); a tile is L = TY S time steps of one chain,
+ * H contiguous; states (B, H). A chain is W = 64 channels of one row, or
+ * 32 for fp32 rows where B H / 64 <= 2 (window_width; R = B H / W chains,
+ * at most 4); a tile is L = TY S time steps of one chain,
  * the backward walking time from the end: chunk c of a chain covers the
  * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
  *
@@ -29,11 +30,14 @@
  *    stage's mbarrier), marking the stage with the tile;
  *  - 256 tile threads (column threads of one 16-byte vector, 4 fp32 or 8
  *    16-bit channels, x time threads of S steps: 16 x 16 for fp32, 8 x 32
- *    for 16-bit storage): they reduce tile k to its aggregate (A, B) a column,
+ *    for 16-bit storage, 8 x 32 for fp32 at W = 32): they reduce tile k to
+ *    its aggregate (A, B) a column,
  *    publish it as tagged words and hand it to the exchange; then finish
  *    tile k - LAG from its carry: re-run its steps from the stage, writing
- *    db = g and da = g h_{t-1} once, and free its stage;
- *  - XT exchange teams of 64 threads (one a column; team e takes the
+ *    db = g and da = g h_{t-1} once, and free its stage (window_bulk: the
+ *    forward's h written over its b there instead, copied out by the
+ *    producer before the stage is refilled);
+ *  - XT exchange teams of W threads (one a column; team e takes the
  *    block's tiles k = e mod XT): a tile's carry is the state after the
  *    previous window (published by that window's last position), composed
  *    with the aggregates of the groups before the tile's group (published
