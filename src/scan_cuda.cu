@@ -2005,13 +2005,17 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
  * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
 /* Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
- * B H <= 128), its forward beats CHUNKED's at every length measured from
- * 16K steps (run r65, fwd %, WINDOW against CHUNKED: fp32 1x16Kx64 23.1 /
- * 22.0, 1x32Kx64 36.7 / 36.3, 1x64Kx64 50.4 / 45.9, 1x512Kx64 77.1 / 69.0,
- * 1x1Mx64 79.5 / 75.4; 2x1Mx64 87.8-88.1 / 82.4-82.7 and 1x1Mx128
- * 87.4-87.7 / 81.5-82.3, CHUNKED's being AUTO's forward there then). */
+ * B H <= 256), its forward beats CHUNKED's from 32K steps on (fwd %,
+ * WINDOW against CHUNKED; run r65: fp32 1x32Kx64 36.7 / 36.3, 1x64Kx64
+ * 50.4 / 45.9, 1x512Kx64 77.1 / 69.0, 1x1Mx64 79.5 / 75.4; runs r69-r70:
+ * 1x32Kx128 53.2 / 52.1, 2x32Kx64 52.1 / 48.4, 1x32Kx256 71.8 / 61.2,
+ * 1x64Kx128 67.9 / 58.6; run r68 at 1M, against AUTO's forward then, the
+ * chunked scan's: 1x1Mx256 91.9 / 87.8-87.9, 4x1Mx64 91.6-91.7 /
+ * 87.6-88.1). At 16K it lost at B H = 128 (1x16Kx128 37.2-38.6 /
+ * 43.0-43.1, 2x16Kx64 37.2 / 38.6) while winning at 64 and 256 (1x16Kx256
+ * 56.1 / 53.9); shorter rows were not measured. */
 #ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below, from (narrow)" */
-#define PRNN_WINDOW_FWD_T 65536, 131072, 393216, 16384
+#define PRNN_WINDOW_FWD_T 65536, 131072, 393216, 32768
 #endif
 template <typename T> bool window_forward_wins(const scan_params &p)
 {

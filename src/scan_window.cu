@@ -828,16 +828,21 @@ bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H
 
 /* Chains of 32 columns (fp32 storage: 128-byte rows) where the 64-column
  * chains number at most PRNN_WINDOW_NARROW (B H / 64 of them): twice the
- * chains, each with half the tiles of twice the steps. On an H200 (run
- * r65, two passes, fwd / fwd+bwd % of the copy roofline, WINDOW both ways,
- * 64 -> 32 columns): fp32 1x1Mx64 67.9-68.0 / 79.1-79.4 -> 79.7-79.8 /
+ * chains, each with half the tiles of twice the steps. On an H200 (two
+ * passes, fwd / fwd+bwd % of the copy roofline, WINDOW both ways, 64 -> 32
+ * columns), run r65: fp32 1x1Mx64 67.9-68.0 / 79.1-79.4 -> 79.7-79.8 /
  * 86.0-86.2, 1x1Mx128 76.3-76.5 / 84.4-84.6 -> 87.4-87.7 / 90.5-90.6,
  * 2x1Mx64 77.1-77.2 / 84.3-84.4 -> 87.8-88.1 / 89.6, 1x256Kx64 61.7-62.5 /
  * 73.9-74.3 -> 70.8-71.6 / 80.2-80.7, 1x16Kx64 21.5-21.8 / 32.5-32.8 ->
- * 23.4-24.2 / 34.9-35.1. 16-bit rows of 64 bytes lost (bf16 1x1Mx64
- * fwd+bwd 74.9-75.4 -> 69.2-69.5), so 16-bit keeps 64 columns. */
+ * 23.4-24.2 / 34.9-35.1; run r68: 1x1Mx256 84.0-84.2 / 88.8 -> 91.9-92.0
+ * / 91.7, 4x1Mx64 83.6 / 87.9-88.0 -> 91.5-91.6 / 89.7-89.8, 1x256Kx256
+ * 81.6-81.8 / 87.7-88.0 -> 89.4 / 90.9-91.1, 1x64Kx256 73.6-73.9 /
+ * 82.4-82.7 -> 80.4-80.6 / 85.9-86.1, but 1x1Mx192 (six chains) 81.1 /
+ * 87.9 -> 90.7 / 88.7-88.8 against AUTO's 85.5-86.3 / 89.8-90.1 then
+ * (CHUNKED's forward). 16-bit rows of 64 bytes lost (bf16 1x1Mx64 fwd+bwd
+ * 74.9-75.4 -> 69.2-69.5, r65), so 16-bit keeps 64 columns. */
 #ifndef PRNN_WINDOW_NARROW
-#define PRNN_WINDOW_NARROW 2
+#define PRNN_WINDOW_NARROW 4
 #endif
 template <typename T> int window_width(const scan_params &p)
 {
@@ -875,8 +880,9 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
-    const int64_t R = p.B * (p.H / window_width<T>(p)); /* chains; measured at 1, 2 and 4 */
-    if (R > 4 || R > sm_count / 8)
+    /* chains: 1 to 4 of 64 columns, or (window_width) 2 to 8 of 32 */
+    const int64_t R = p.B * (p.H / window_width<T>(p));
+    if (p.B * (p.H / kW) > 4 || R > sm_count / 8)
         return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
         return false;
