@@ -700,7 +700,7 @@ struct window_launch {
 template <typename T, bool BWD>
 bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
 /* Whether WINDOW would cut p's rows into chains of 32 columns (few fp32
- * chains), where its forward beats the chunked scan's from 16K steps. */
+ * chains), where its forward beats the chunked scan's from 32K steps. */
 template <typename T> bool window_narrow(const scan_params &p);
 /* The tagged words a launch uses. */
 template <typename T> size_t window_words(const scan_params &p, int sm_count);

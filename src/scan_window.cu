@@ -2,7 +2,7 @@
  * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
  * H200). AUTO takes it for the backward where it applies (window_applies;
  * scan_cuda.cu's run_typed), and for the forward from 2^16 to 3 x 2^17
- * steps, or from 2^14 on for fp32 chains of 32 columns (window_forward_wins:
+ * steps, or from 2^15 on for fp32 chains of 32 columns (window_forward_wins:
  * elsewhere the chunked scan's forward is faster);
  * FIXED for both directions outside graph capture: a tile's result does
  * not depend on which block takes it or when. Everything else, and every
@@ -10,8 +10,8 @@
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row, or
- * 32 for fp32 rows where B H / 64 <= 2 (window_width; R = B H / W chains,
- * at most 4); a tile is L = TY S time steps of one chain,
+ * 32 for fp32 where B H / 64 <= 4 (window_width; R = B H / W chains, at
+ * most 4 of 64 or 8 of 32); a tile is L = TY S time steps of one chain,
  * the backward walking time from the end: chunk c of a chain covers the
  * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
  *
