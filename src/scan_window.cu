@@ -62,7 +62,7 @@ namespace prnn_cuda {
 
 namespace {
 
-constexpr int kW = 64;        /* columns a chain (W), or 32 where the chains are few (window_width) */
+constexpr int kW = 64;        /* columns a chain (W); 32 for few fp32 chains (window_width) */
 constexpr int kSlots = 6;     /* aggregate and carry slots */
 constexpr int kMaxWords = 11; /* the most members or groups a fold: Gc <= 144 */
 
@@ -401,7 +401,6 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
 {
 #ifdef PRNN_WINDOW_DEVICE
     constexpr int V = window_vec<T>(), TX = W / V, L = window_ty<T, W>() * S;
-    constexpr bool kBulk = BULK;
     static_assert(!BULK || !BWD, "the forward's h only");
     static_assert(window_box(L) <= 256 && L % window_box(L) == 0, "a tile in whole boxes");
 #ifdef PRNN_CUDA_SIM
@@ -435,10 +434,10 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
         if (tid != kThreads + XT * W)
             return;
         /* the stage of iteration j free again: its tile finished, and a full
-         * tile's h (kBulk) copied out of it */
+         * tile's h (BULK) copied out of it */
         auto drain = [&](int64_t j) {
             mbar_wait(&empty[j % NS], (unsigned)((j / NS) & 1));
-            if constexpr (kBulk) {
+            if constexpr (BULK) {
                 const int64_t n = stile[j % NS];
                 int64_t t0;
                 int nr;
@@ -462,7 +461,7 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
             if (n >= NT) { /* the end: a stage with no tile; the stages still out */
                 stile[k % NS] = -1;
                 mbar_arrive(&full[k % NS]);
-                if (kBulk) {
+                if (BULK) {
                     for (int64_t j = k >= NS - 1 ? k - NS + 1 : 0; j < k; j++)
                         drain(j);
                     bulk_wait_all();
@@ -499,8 +498,9 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
             if (NC - first < gsz)
                 gsz = NC - first;
             float mA, mB, gA, gB; /* the members before, the groups before */
-            fold_pairs<W>([&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; }, t.m,
-                       p.tag, mA, mB);
+            fold_pairs<W>(
+                [&](int e) { return p.words + ((first + e) * R + t.r) * 2 * W + col; }, t.m, p.tag,
+                mA, mB);
             const float myA = aggA[k % kSlots][col], myB = aggB[k % kSlots][col];
             if (t.m == gsz - 1) { /* the group's aggregate: its members before, then this tile */
                 unsigned long long *gw = p.gwords + ((t.w * p.ng + t.grp) * R + t.r) * 2 * W;
@@ -694,7 +694,7 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
          * step guard and no t = 0 or t = T - 1 case, except the fp32
          * backward's of one chain, measured slower so (window_cfg). */
         const bool inner = nr == L && t0 > 0 && t0 + L < p.T && (sizeof(T) == 2 || !BWD || R > 1);
-        const bool bulk = kBulk && nr == L; /* the producer copies h out (drain) */
+        const bool bulk = BULK && nr == L; /* the producer copies h out (drain) */
         if constexpr (BWD) {
             with_full(inner, [&](auto full) {
                 constexpr bool F = decltype(full)::value;
@@ -909,7 +909,8 @@ template <typename T> size_t window_words(const scan_params &p, int sm_count)
 }
 
 template <typename T, bool BWD, int W, bool BULK>
-cudaError_t window_scan_w(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
+cudaError_t window_scan_w(const scan_params &p, const window_launch &wl,
+                          unsigned long long *tickets)
 {
     using C = window_cfg<T>;
     constexpr int L = C::template len<W>();
