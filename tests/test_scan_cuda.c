@@ -349,7 +349,10 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
  * T = 2048), elsewhere the chunked scan; its forward as well from T =
  * 2^16 (2^17 for one chain) to under 3 x 2^17 (the full-size shapes
  * from 65539 to 300007 steps; 1 x 65537 x 64 and 1 x 524309 x 128
- * outside). Odd T leave a short last tile.
+ * outside), and for fp32, cut into 2 to 8 chains of 32 channels, from
+ * T = 2^15 on (every full-size shape; 3 x 80021 x 64 is six of them; one
+ * row of 64 from 2^18 steps, 1 x 300007 x 64, has its forward's h copied
+ * out by tensor-map stores). Odd T leave a short last tile.
  * The options it takes (h0, dhT beside dh, dh0) in every dtype; those it
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
@@ -366,7 +369,7 @@ static void test_window(int quick)
         {1, 1, 64, 0},       {1, 31, 64, 0},       {1, 81, 128, 0},    {3, 33, 64, 0},
         {2, 97, 128, 0},     {1, 4001, 256, 0},    {2, 2047, 64, 0},   {1, 2048, 64, 0},
         {1, 65537, 64, 0},   {1, 300007, 64, 0},   {1, 262147, 256, 0}, {1, 524309, 128, 0},
-        {2, 100003, 64, 0},  {4, 70001, 64, 0},    {2, 65539, 128, 0},
+        {2, 100003, 64, 0},  {4, 70001, 64, 0},    {2, 65539, 128, 0}, {3, 80021, 64, 0},
     };
     const int nwin = quick ? 8 : (int)(sizeof window_shapes / sizeof window_shapes[0]);
     for (int si = 0; si < nwin; si++)
