@@ -2003,8 +2003,8 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * 1x512Kx256 83.7 / 85.0, 4x512Kx64 82.9 / 85.3). With the rule's upper
  * bound at 2^19 (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
- * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2). */
-/* Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
+ * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2).
+ * Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
  * B H <= 256), its forward beats CHUNKED's from 32K steps on (fwd %,
  * WINDOW against CHUNKED; run r65: fp32 1x32Kx64 36.7 / 36.3, 1x64Kx64
  * 50.4 / 45.9, 1x512Kx64 77.1 / 69.0, 1x1Mx64 79.5 / 75.4; runs r69-r70:

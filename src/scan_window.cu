@@ -110,8 +110,9 @@ constexpr int window_threads(int W, int XT)
  * 82.2-82.3, B=4 H=64 78.7-79.3 -> 82.8-83.5, fp32 H=256 89.4-89.6 -> 90.8;
  * FIXED forward bf16 H=256 68.2 -> 72.4, H=128 65.5 -> 70.7-71.0. Left
  * guarded where unguarded measured slower: the forward's reduce (bf16
- * H=256 forward 72.4 -> 68.6-68.8) and the fp32 backward's finish at one
- * chain (H=64 fwd+bwd 82.7-83.1 -> 81.0-81.2).
+ * H=256 forward 72.4 -> 68.6-68.8), and then the fp32 backward's finish at
+ * one chain (H=64 fwd+bwd 82.7-83.1 -> 81.0-81.2), which fp32 no longer has
+ * (window_width: two chains of 32 columns at least).
  * PRNN_WINDOW_CFG32 / PRNN_WINDOW_CFG16 ("S, NS, LAG, XT"): lab sweeps. */
 #ifndef PRNN_WINDOW_CFG32
 #define PRNN_WINDOW_CFG32 6, 4, 2, 3
@@ -127,7 +128,7 @@ template <typename T, int S_, int NS_, int LAG_, int XT_> struct window_cfg_of {
     static constexpr int S = S_, NS = NS_, LAG = LAG_, XT = XT_;
     static constexpr int L = window_ty<T, kW>() * S;
     /* the tile's steps at W columns a chain: the same bytes as L at kW */
-    template <int W> static constexpr int len() { return window_ty<T, W>() * S; }
+    static constexpr int len(int W) { return kThreads * window_vec<T>() / W * S; }
     static_assert(NS >= LAG + 2 && kSlots >= LAG + 2 && kSlots >= XT, "too few stages or slots");
 };
 template <typename T>
@@ -691,9 +692,8 @@ __global__ void __launch_bounds__(window_threads(W, XT), 1)
                 x[v] = eA[LAG][v] * carry[kf % kSlots][tx * V + v] + eB[LAG][v];
         };
         /* A tile of L steps away from both ends of the row finishes with no
-         * step guard and no t = 0 or t = T - 1 case, except the fp32
-         * backward's of one chain, measured slower so (window_cfg). */
-        const bool inner = nr == L && t0 > 0 && t0 + L < p.T && (sizeof(T) == 2 || !BWD || R > 1);
+         * step guard and no t = 0 or t = T - 1 case. */
+        const bool inner = nr == L && t0 > 0 && t0 + L < p.T;
         const bool bulk = BULK && nr == L; /* the producer copies h out (drain) */
         if constexpr (BWD) {
             with_full(inner, [&](auto full) {
@@ -902,10 +902,7 @@ template <typename T> bool window_narrow(const scan_params &p)
 template <typename T> size_t window_words(const scan_params &p, int sm_count)
 {
     const int W = window_width<T>(p);
-    return window_geometry_of(p.T, p.B * p.H / W, W,
-                              W == kW ? window_cfg<T>::L : window_cfg<T>::template len<kW / 2>(),
-                              sm_count)
-        .nwords;
+    return window_geometry_of(p.T, p.B * p.H / W, W, window_cfg<T>::len(W), sm_count).nwords;
 }
 
 template <typename T, bool BWD, int W, bool BULK>
@@ -913,7 +910,7 @@ cudaError_t window_scan_w(const scan_params &p, const window_launch &wl,
                           unsigned long long *tickets)
 {
     using C = window_cfg<T>;
-    constexpr int L = C::template len<W>();
+    constexpr int L = C::len(W);
     const window_geometry w = window_geometry_of(p.T, p.B * p.H / W, W, L, wl.sm_count);
     auto kernel = window_kernel<T, BWD, W, BULK, C::S, C::NS, C::LAG, C::XT>;
     cudaError_t e =

@@ -285,6 +285,28 @@ struct sim_map {
 };
 static_assert(sizeof(sim_map) <= sizeof(CUtensorMap), "tensor map");
 
+/* f(element) for each element of the box at (x, y, b) in order, its
+ * address in the tensor, or nullptr where it lies outside. */
+template <typename F> void for_box(const sim_map &t, int x, int y, int b, F f)
+{
+    const long long at[3] = {x, y, b};
+    for (unsigned long long k = 0; k < (t.rank > 2 ? t.box[2] : 1); k++)
+        for (unsigned long long j = 0; j < (t.rank > 1 ? t.box[1] : 1); j++)
+            for (unsigned long long i = 0; i < t.box[0]; i++) {
+                const long long c[3] = {at[0] + (long long)i, at[1] + (long long)j,
+                                        at[2] + (long long)k};
+                bool in = true;
+                for (unsigned r = 0; r < t.rank; r++)
+                    in = in && c[r] >= 0 && (unsigned long long)c[r] < t.dims[r];
+                char *e = nullptr;
+                if (in) {
+                    e = t.base + (unsigned long long)c[0] * t.esize;
+                    for (unsigned r = 1; r < t.rank; r++) e += (unsigned long long)c[r] * t.strides[r - 1];
+                }
+                f(e);
+            }
+}
+
 /* The box at (x, y, b) into dst, packed; elements outside the tensor as
  * zeros; its bytes counted on m. */
 void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m)
@@ -292,24 +314,15 @@ void tma_3d(void *dst, const void *map, int x, int y, int b, uint64_t *m)
     sim_map t;
     memcpy(&t, map, sizeof t);
     char *d = static_cast<char *>(dst);
-    const long long at[3] = {x, y, b};
     unsigned long long bytes = 0;
-    for (unsigned long long k = 0; k < (t.rank > 2 ? t.box[2] : 1); k++)
-        for (unsigned long long j = 0; j < (t.rank > 1 ? t.box[1] : 1); j++)
-            for (unsigned long long i = 0; i < t.box[0]; i++, d += t.esize, bytes += t.esize) {
-                const long long c[3] = {at[0] + (long long)i, at[1] + (long long)j,
-                                        at[2] + (long long)k};
-                bool in = true;
-                for (unsigned r = 0; r < t.rank; r++)
-                    in = in && c[r] >= 0 && (unsigned long long)c[r] < t.dims[r];
-                if (!in) {
-                    memset(d, 0, t.esize);
-                    continue;
-                }
-                const char *src = t.base + (unsigned long long)c[0] * t.esize;
-                for (unsigned r = 1; r < t.rank; r++) src += (unsigned long long)c[r] * t.strides[r - 1];
-                memcpy(d, src, t.esize);
-            }
+    for_box(t, x, y, b, [&](const char *src) {
+        if (src)
+            memcpy(d, src, t.esize);
+        else
+            memset(d, 0, t.esize);
+        d += t.esize;
+        bytes += t.esize;
+    });
     mbarrier &bar = mbar_of(m);
     bar.tx -= (long long)bytes;
     if (bar.tx < 0) {
@@ -326,21 +339,11 @@ void tma_store_3d(const void *map, const void *src, int x, int y, int b)
     sim_map t;
     memcpy(&t, map, sizeof t);
     const char *s = static_cast<const char *>(src);
-    const long long at[3] = {x, y, b};
-    for (unsigned long long k = 0; k < (t.rank > 2 ? t.box[2] : 1); k++)
-        for (unsigned long long j = 0; j < (t.rank > 1 ? t.box[1] : 1); j++)
-            for (unsigned long long i = 0; i < t.box[0]; i++, s += t.esize) {
-                const long long c[3] = {at[0] + (long long)i, at[1] + (long long)j,
-                                        at[2] + (long long)k};
-                bool in = true;
-                for (unsigned r = 0; r < t.rank; r++)
-                    in = in && c[r] >= 0 && (unsigned long long)c[r] < t.dims[r];
-                if (!in)
-                    continue;
-                char *dst = t.base + (unsigned long long)c[0] * t.esize;
-                for (unsigned r = 1; r < t.rank; r++) dst += (unsigned long long)c[r] * t.strides[r - 1];
-                memcpy(dst, s, t.esize);
-            }
+    for_box(t, x, y, b, [&](char *dst) {
+        if (dst)
+            memcpy(dst, s, t.esize);
+        s += t.esize;
+    });
 }
 
 /* Look-back words: a load may return the value before the latest store,
