@@ -1973,7 +1973,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
 {
     if (!window_applies<T, BWD>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
     if (no_capture && stream_capturing(st->stream)) return false;
-    *s = words_reserve(st, window_words<T>(p, st->sm_count));
+    *s = words_reserve(st, window_words<T, BWD>(p, st->sm_count));
     if (*s != PRNN_OK) return true;
     window_launch w;
     w.words = reinterpret_cast<unsigned long long *>(st->ws + kWordsOffset);

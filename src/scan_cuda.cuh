@@ -703,7 +703,7 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
  * chains), where its forward beats the chunked scan's from 32K steps. */
 template <typename T> bool window_narrow(const scan_params &p);
 /* The tagged words a launch uses. */
-template <typename T> size_t window_words(const scan_params &p, int sm_count);
+template <typename T, bool BWD> size_t window_words(const scan_params &p, int sm_count);
 /* Launches the scan; *tickets: the tickets it takes from the counter. */
 template <typename T, bool BWD>
 cudaError_t window_scan(const scan_params &p, const window_launch &w, unsigned long long *tickets);

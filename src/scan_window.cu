@@ -10,8 +10,8 @@
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row, or
- * 32 for fp32 where B H / 64 <= 4 (window_width; R = B H / W chains, at
- * most 4 of 64 or 8 of 32); a tile is L = TY S time steps of one chain,
+ * 32 for fp32 where B H / 64 <= 4 in the forward, <= 2 in the backward
+ * (window_width; R = B H / W chains, at most 4 of 64 or 8 of 32); a tile is L = TY S time steps of one chain,
  * the backward walking time from the end: chunk c of a chain covers the
  * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
  *
@@ -840,13 +840,25 @@ bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H
  * 82.4-82.7 -> 80.4-80.6 / 85.9-86.1, but 1x1Mx192 (six chains) 81.1 /
  * 87.9 -> 90.7 / 88.7-88.8 against AUTO's 85.5-86.3 / 89.8-90.1 then
  * (CHUNKED's forward). 16-bit rows of 64 bytes lost (bf16 1x1Mx64 fwd+bwd
- * 74.9-75.4 -> 69.2-69.5, r65), so 16-bit keeps 64 columns. */
+ * 74.9-75.4 -> 69.2-69.5, r65), so 16-bit keeps 64 columns. The backward
+ * cuts rows into 32-column chains only where B H / 64 <= PRNN_WINDOW_NARROW_BWD:
+ * at three rows its 64-column chains measured faster (run r72, AUTO, 1x1Mx192
+ * fwd+bwd 89.0 -> 91.9-92.0), at four rows as fast or faster (r68, the
+ * backward alone from FIXED's figures: 4x1Mx64 90.9 at 64 columns against
+ * 88.7 at 32, 1x1Mx256 91.9 against 91.5). Chains of 16 fp32 columns
+ * (64-byte rows, run r72) lost 12-15 points forward: 1x1Mx64 81.6-82.1 ->
+ * 66.5-67.1, 1x1Mx128 87.7-87.8 -> 74.9-75.0, 4x1Mx64 91.7-91.8 -> 79.7-79.8. */
 #ifndef PRNN_WINDOW_NARROW
 #define PRNN_WINDOW_NARROW 4
 #endif
-template <typename T> int window_width(const scan_params &p)
+#ifndef PRNN_WINDOW_NARROW_BWD
+#define PRNN_WINDOW_NARROW_BWD 2
+#endif
+template <typename T, bool BWD> int window_width(const scan_params &p)
 {
-    return sizeof(T) == 4 && p.B * (p.H / kW) <= PRNN_WINDOW_NARROW ? kW / 2 : kW;
+    const int64_t rows = p.B * (p.H / kW);
+    return sizeof(T) == 4 && rows <= (BWD ? PRNN_WINDOW_NARROW_BWD : PRNN_WINDOW_NARROW) ? kW / 2
+                                                                                          : kW;
 }
 
 /* The forward's h by tensor-map stores from the stages (window_kernel's
@@ -881,7 +893,7 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
     /* chains: 1 to 4 of 64 columns, or (window_width) 2 to 8 of 32 */
-    const int64_t R = p.B * (p.H / window_width<T>(p));
+    const int64_t R = p.B * (p.H / window_width<T, BWD>(p));
     if (p.B * (p.H / kW) > 4 || R > sm_count / 8)
         return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
@@ -896,12 +908,12 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
 
 template <typename T> bool window_narrow(const scan_params &p)
 {
-    return window_width<T>(p) != kW;
+    return window_width<T, false>(p) != kW;
 }
 
-template <typename T> size_t window_words(const scan_params &p, int sm_count)
+template <typename T, bool BWD> size_t window_words(const scan_params &p, int sm_count)
 {
-    const int W = window_width<T>(p);
+    const int W = window_width<T, BWD>(p);
     return window_geometry_of(p.T, p.B * p.H / W, W, window_cfg<T>::len(W), sm_count).nwords;
 }
 
@@ -959,7 +971,7 @@ template <typename T, bool BWD>
 cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
 {
     if constexpr (sizeof(T) == 4) { /* 32 columns for fp32 only (window_width) */
-        if (window_width<T>(p) != kW) {
+        if (window_width<T, BWD>(p) != kW) {
             if constexpr (!BWD)
                 if (window_bulk(p))
                     return window_scan_w<T, BWD, kW / 2, true>(p, wl, tickets);
@@ -973,7 +985,8 @@ cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned 
     template bool window_applies<T, false>(const scan_params &, int, int, int);                    \
     template bool window_applies<T, true>(const scan_params &, int, int, int);                     \
     template bool window_narrow<T>(const scan_params &);                                           \
-    template size_t window_words<T>(const scan_params &, int);                                     \
+    template size_t window_words<T, false>(const scan_params &, int);                              \
+    template size_t window_words<T, true>(const scan_params &, int);                               \
     template cudaError_t window_scan<T, false>(const scan_params &, const window_launch &,         \
                                                unsigned long long *);                              \
     template cudaError_t window_scan<T, true>(const scan_params &, const window_launch &,          \

@@ -352,7 +352,9 @@ static void run_case(prnn_scan_algo algo, prnn_dtype dt, shape sh, const options
  * outside), and for fp32, cut into 2 to 8 chains of 32 channels, from
  * T = 2^15 on (every full-size shape; 3 x 80021 x 64 is six of them; one
  * row of 64 from 2^18 steps, 1 x 300007 x 64, has its forward's h copied
- * out by tensor-map stores). Odd T leave a short last tile.
+ * out by tensor-map stores); the fp32 backward keeps 64 channels from
+ * three rows of 64 on (3 x 80021 x 64, 4 x 70001 x 64, 1 x 262147 x 256).
+ * Odd T leave a short last tile.
  * The options it takes (h0, dhT beside dh, dh0) in every dtype; those it
  * leaves to the chunked scan (reverse, lengths, dh NULL) once. The short
  * T (also in --quick, for compute-sanitizer) reach WINDOW in builds with
