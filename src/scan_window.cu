@@ -11,9 +11,10 @@
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row, or
  * 32 for fp32 where B H / 64 <= 4 in the forward, <= 2 in the backward
- * (window_width; R = B H / W chains, at most 4 of 64 or 8 of 32); a tile is L = TY S time steps of one chain,
- * the backward walking time from the end: chunk c of a chain covers the
- * steps T - (c + 1) L .. T - c L - 1 (the last chunk shorter).
+ * (window_width; R = B H / W chains, at most 4 of 64 or 8 of 32); a tile
+ * is L = TY S time steps of one chain, the backward walking time from the
+ * end: chunk c of a chain covers the steps T - (c + 1) L .. T - c L - 1
+ * (the last chunk shorter).
  *
  * The forward walks time from the start, tiles of a and b, writing h (and
  * hT); what follows describes the backward, the forward differing only in
@@ -112,7 +113,7 @@ constexpr int window_threads(int W, int XT)
  * guarded where unguarded measured slower: the forward's reduce (bf16
  * H=256 forward 72.4 -> 68.6-68.8), and then the fp32 backward's finish at
  * one chain (H=64 fwd+bwd 82.7-83.1 -> 81.0-81.2), which fp32 no longer has
- * (window_width: two chains of 32 columns at least).
+ * (window_width: two chains at least, of 32 columns to two rows of 64).
  * PRNN_WINDOW_CFG32 / PRNN_WINDOW_CFG16 ("S, NS, LAG, XT"): lab sweeps. */
 #ifndef PRNN_WINDOW_CFG32
 #define PRNN_WINDOW_CFG32 6, 4, 2, 3
@@ -892,7 +893,7 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
-    /* chains: 1 to 4 of 64 columns, or (window_width) 2 to 8 of 32 */
+    /* chains: 1 to 4 of 64 columns, or (window_width) 2 to 8 of 32 (backward: 2 to 4) */
     const int64_t R = p.B * (p.H / window_width<T, BWD>(p));
     if (p.B * (p.H / kW) > 4 || R > sm_count / 8)
         return false;
