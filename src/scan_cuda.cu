@@ -1379,6 +1379,15 @@ constexpr int64_t kStage16LongT = 16384;
 #define PRNN_STAGE16_BWD_S 8
 #endif
 constexpr int kStage16BwdD = PRNN_STAGE16_BWD_D, kStage16BwdS = PRNN_STAGE16_BWD_S;
+/* The forward's long-row configuration: D tiles of S steps (lab settings;
+ * D = 0: the forward does not stage). */
+#ifndef PRNN_STAGE16_FWD_D
+#define PRNN_STAGE16_FWD_D 2
+#endif
+#ifndef PRNN_STAGE16_FWD_S
+#define PRNN_STAGE16_FWD_S 12
+#endif
+constexpr int kStage16FwdD = PRNN_STAGE16_FWD_D, kStage16FwdS = PRNN_STAGE16_FWD_S;
 /* Whether a staged STRIPED configuration's shared memory fits a block. */
 template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const prnn_cuda_state *st)
 {
@@ -1401,7 +1410,9 @@ template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state 
                 return striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
             return 0;
         } else {
-            if (p.T >= kStage16LongT && striped_fits<T, VEC, BWD, 12, 2>(st)) return 2;
+            if constexpr (kStage16FwdD == 0) return 0;
+            if (p.T >= kStage16LongT &&
+                striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st)) return 2;
             return striped_fits<T, VEC, BWD, 8, 1>(st) ? 1 : 0;
         }
     }
@@ -1501,7 +1512,10 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
             if constexpr (BWD && kStage16BwdD > 0) {
                 return striped_launch<T, VEC, BWD, kStage16BwdS, 1, 256, kStage16BwdD>(st, p);
             } else if constexpr (!BWD) {
-                if (staged == 2) return striped_launch<T, VEC, BWD, 12, 1, 256, 2>(st, p);
+                if constexpr (kStage16FwdD > 0) {
+                    if (staged == 2)
+                        return striped_launch<T, VEC, BWD, kStage16FwdS, 1, 256, kStage16FwdD>(st, p);
+                }
                 return striped_launch<T, VEC, BWD, 8, 1, 256, 1>(st, p);
             }
         }
