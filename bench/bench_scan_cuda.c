@@ -223,6 +223,11 @@ int main(int argc, char **argv)
     }
     const double bw = bench_copy_bandwidth(s, queued);
     printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    int mem_khz = 0, mem_bits = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&mem_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+    printf("memory: %d MHz x %d bits, peak %.0f GB/s (double data rate; %.1f GB/s an SM)\n", mem_khz / 1000,
+           mem_bits, 2e-6 * mem_khz * (mem_bits / 8), 2e-6 * mem_khz * (mem_bits / 8) / prop.multiProcessorCount);
     printf("copy roofline: %.1f GB/s (cudaMemcpyAsync device-to-device of 1 GiB, read + write, median of 25)\n",
            bw * 1e-9);
     if (queued)

@@ -64,6 +64,7 @@ struct prnn_cuda_state {
     int l2_bytes;
     int smem_optin; /* shared memory a block may opt in to, bytes */
     int cc_major;   /* compute capability */
+    int mem_gbps;   /* peak device-memory bandwidth from clock and bus width, GB/s (0: unknown) */
 
     /* Workspace, one allocation grown on demand and kept:
      *   [0, 8)                 the chunked scan's ticket counter (u64)
@@ -1395,6 +1396,26 @@ template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const p
     return smem_fits(st, stat, striped_smem<BWD, S, D>());
 }
 
+/* Whether the staged 16-bit forward pays on this card: where each SM's
+ * share of the peak memory bandwidth is at least kStage16FwdMinGbps. The
+ * staged walk runs one block on only 0.7-1 x the SMs, each block limited
+ * by its own walk; the unstaged one (128-byte stripes, 2 blocks per SM)
+ * fills every SM. Measured (dev/cuda/README.md, bf16 AUTO fwd / fwd+bwd %
+ * of the copy roofline, staged against unstaged): on an H200 (4.9 TB/s
+ * peak, 37 GB/s an SM) 16x64Kx768 92.1-92.8 / 84.4-84.5 against 85.1-85.7
+ * / 82.8-83.2 (run r12); on an H100 (3.35 TB/s, 25 GB/s an SM) 82.4-82.5 /
+ * 81.5-81.8 against 90.1 / 86.4-86.5, and 8x64Kx1536 82.7-83.2 / 81.9-82.0
+ * against 90.3-90.7 / 86.9-87.0 (run r78). The bound lies between the two
+ * cards; where the bandwidth is unknown the forward stages. */
+#ifndef PRNN_STAGE16_MIN_GBPS /* lab setting: GB/s an SM */
+#define PRNN_STAGE16_MIN_GBPS 30
+#endif
+constexpr int kStage16FwdMinGbps = PRNN_STAGE16_MIN_GBPS;
+bool stage16_fwd_pays(const prnn_cuda_state *st)
+{
+    return st->mem_gbps <= 0 || st->mem_gbps >= (int64_t)kStage16FwdMinGbps * st->sm_count;
+}
+
 /* The staged configuration a 16-bit STRIPED launch takes where its
  * 256-byte stripes number 0.7-1 x the SMs: 0 none, 1 one tile of 8 steps
  * (the backward: kStage16BwdD of kStage16BwdS), 2 two tiles of 12. Where
@@ -1411,6 +1432,7 @@ template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state 
             return 0;
         } else {
             if constexpr (kStage16FwdD == 0) return 0;
+            if (!stage16_fwd_pays(st)) return 0;
             if (p.T >= kStage16LongT &&
                 striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st)) return 2;
             return striped_fits<T, VEC, BWD, 8, 1>(st) ? 1 : 0;
@@ -2134,6 +2156,15 @@ extern "C" prnn_status prnn_cuda_ctx_init(prnn_ctx *ctx, const prnn_ctx_config *
         e = cudaDeviceGetAttribute(&st->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&st->cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) {
+        /* a datasheet figure, not a measurement: double data rate over the bus */
+        int khz = 0, bits = 0;
+        if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess)
+            st->mem_gbps = (int)(2.0 * khz * 1e3 * (bits / 8) / 1e9);
+        else
+            (void)cudaGetLastError();
+    }
 #ifdef PRNN_SMEM_OPTIN_CAP /* lab: a smaller card's limit (A100 166912, sm_86/89 101376) */
     if (st->smem_optin > PRNN_SMEM_OPTIN_CAP) st->smem_optin = PRNN_SMEM_OPTIN_CAP;
 #endif

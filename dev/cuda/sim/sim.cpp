@@ -430,8 +430,10 @@ cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorIn
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
     (void)dev;
-    /* an H100/H200 */
+    /* an H100/H200 (the memory an H200's: 3201 MHz x 6144 bits) */
     *value = attr == cudaDevAttrL2CacheSize                   ? 50 << 20
+             : attr == cudaDevAttrMemoryClockRate              ? 3201000
+             : attr == cudaDevAttrGlobalMemoryBusWidth         ? 6144
              : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10
              : attr == cudaDevAttrComputeCapabilityMajor       ? 9
                                                                : 132;

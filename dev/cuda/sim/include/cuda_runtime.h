@@ -40,6 +40,8 @@ enum cudaMemcpyKind {
 
 enum cudaDeviceAttr {
     cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrMemoryClockRate = 36,
+    cudaDevAttrGlobalMemoryBusWidth = 37,
     cudaDevAttrL2CacheSize = 38,
     cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
