@@ -1396,31 +1396,47 @@ template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const p
     return smem_fits(st, stat, striped_smem<BWD, S, D>());
 }
 
-/* Whether the staged 16-bit forward pays on this card: where each SM's
- * share of the peak memory bandwidth is at least kStage16FwdMinGbps. The
- * staged walk runs one block on only 0.7-1 x the SMs, each block limited
- * by its own walk; the unstaged one (128-byte stripes, 2 blocks per SM)
- * fills every SM. Measured (dev/cuda/README.md, bf16 AUTO fwd / fwd+bwd %
- * of the copy roofline, staged against unstaged): on an H200 (4.9 TB/s
- * peak, 37 GB/s an SM) 16x64Kx768 92.1-92.8 / 84.4-84.5 against 85.1-85.7
- * / 82.8-83.2 (run r12); on an H100 (3.35 TB/s, 25 GB/s an SM) 82.4-82.5 /
- * 81.5-81.8 against 90.1 / 86.4-86.5, and 8x64Kx1536 82.7-83.2 / 81.9-82.0
- * against 90.3-90.7 / 86.9-87.0 (run r78). The bound lies between the two
- * cards; where the bandwidth is unknown the forward stages. */
+/* Whether a staged 16-bit walk (the backward, and the forward's long-row
+ * configuration) pays for a launch of `blocks` 256-byte stripes. It runs
+ * one block on each of only 0.7-1 x the SMs, each block limited by its
+ * own walk; the unstaged one (128-byte stripes, 2 blocks per SM) fills
+ * every SM. Where each SM's share of the peak memory bandwidth is at least
+ * kStage16MinGbps, a block's walk keeps up and staging pays at every such
+ * count; below it, only where the stripes number at least
+ * kStage16MinTenths tenths of the SMs. Measured (dev/cuda/README.md, bf16
+ * AUTO % of the copy roofline, fwd / fwd+bwd): on an H200 (4.9 TB/s peak,
+ * 37 GB/s an SM) 16x64Kx768 (96 stripes) the staged forward 92.1-92.8
+ * against 85.1-85.7, the staged backward 89.9-90.1 against 84.0-84.3
+ * fwd+bwd (the comments above); on an H100
+ * (3.35 TB/s, 25 GB/s an SM, run r79) 96 stripes 16x64Kx768 staged
+ * 82.3-82.4 / 81.6-81.9 against unstaged 90.5 / 89.2, 8x64Kx1536
+ * 82.7-82.8 / 81.9-82.1 against 90.1 / 89.8, but 112 stripes 16x64Kx896
+ * 90.1-90.8 / 89.6-89.9 against 87.9 / 87.2, 14x64Kx1024 89.6-92.3 /
+ * 89.3-89.7 against 88.3 / 87.1, and 128 stripes 16x64Kx1024 95.3-95.8 /
+ * 94.9 against the forward unstaged 91.8-91.9 / 92.8-93.0 (run r78).
+ * Where the bandwidth is unknown the walks stage. The forward's short-row
+ * configuration (1 tile of 8) stages on every card: on the H100 at 96
+ * stripes 8x4Kx1536 93.1-94.4 against 92.0-92.4 unstaged, 16x4Kx768
+ * 90.7-91.5 against 90.1-90.8. */
 #ifndef PRNN_STAGE16_MIN_GBPS /* lab setting: GB/s an SM */
 #define PRNN_STAGE16_MIN_GBPS 30
 #endif
-constexpr int kStage16FwdMinGbps = PRNN_STAGE16_MIN_GBPS;
-bool stage16_fwd_pays(const prnn_cuda_state *st)
+#ifndef PRNN_STAGE16_MIN_TENTHS /* lab setting: stripes per SM, in tenths */
+#define PRNN_STAGE16_MIN_TENTHS 8
+#endif
+constexpr int kStage16MinGbps = PRNN_STAGE16_MIN_GBPS, kStage16MinTenths = PRNN_STAGE16_MIN_TENTHS;
+bool stage16_pays(const prnn_cuda_state *st, int64_t blocks)
 {
-    return st->mem_gbps <= 0 || st->mem_gbps >= (int64_t)kStage16FwdMinGbps * st->sm_count;
+    if (st->mem_gbps <= 0 || st->mem_gbps >= (int64_t)kStage16MinGbps * st->sm_count) return true;
+    return 10 * blocks >= (int64_t)kStage16MinTenths * st->sm_count;
 }
 
 /* The staged configuration a 16-bit STRIPED launch takes where its
  * 256-byte stripes number 0.7-1 x the SMs: 0 none, 1 one tile of 8 steps
  * (the backward: kStage16BwdD of kStage16BwdS), 2 two tiles of 12. Where
  * the first choice does not fit a block's shared memory (A100: 163 KiB; 2
- * of 12 need 212), the next one; none fits: the unstaged stripes. */
+ * of 12 need 212) or does not pay on the card (stage16_pays), the next
+ * one; none: the unstaged stripes. */
 template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
@@ -1428,13 +1444,15 @@ template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state 
         if (10 * blocks < 7 * (int64_t)st->sm_count || blocks >= st->sm_count) return 0;
         if constexpr (BWD) {
             if constexpr (kStage16BwdD > 0)
-                return striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
+                return stage16_pays(st, blocks) &&
+                       striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
             return 0;
         } else {
             if constexpr (kStage16FwdD == 0) return 0;
-            if (!stage16_fwd_pays(st)) return 0;
-            if (p.T >= kStage16LongT &&
-                striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st)) return 2;
+            if (p.T >= kStage16LongT) {
+                if (!stage16_pays(st, blocks)) return 0;
+                if (striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st)) return 2;
+            }
             return striped_fits<T, VEC, BWD, 8, 1>(st) ? 1 : 0;
         }
     }
