@@ -594,16 +594,50 @@ static void test_errors(void)
              "CUDA context reports its device and stream");
 }
 
+/* Many channels: the striped scan's configurations (on an H200, fp32
+ * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
+ * backward 4 at 1; 16 x 768 backward 2 at 2; 32 x 1024 two waves of
+ * 2 per SM forward; in 128-byte stripes: 1 x 8960 forward 4 at 1 and
+ * backward 4 at 1; 16-bit in 256-byte stripes: 32 x 1024 forward 8 at
+ * 1, backward 2 at 2; in 128-byte stripes: 32 x 768, where 256-byte
+ * ones would make a single wave at 2 per SM, 16 x 1024, 16 x 768), the
+ * AUTO choice between it and the chunked scan, and FIXED's
+ * between it and the tree, both directions, every dtype. Where the card's
+ * memory gives under 30 GB/s an SM (an H100; the simulator with
+ * PRNN_SIM_MEM_KHZ=2619000 PRNN_SIM_BUS_BITS=5120), the 16-bit walks at
+ * 16 x 768 (96 stripes) are unstaged but for the forward's short rows. */
+static void test_many_channels(int quick)
+{
+    const prnn_dtype dtypes[] = {PRNN_DTYPE_F32, PRNN_DTYPE_BF16, PRNN_DTYPE_F16};
+    for (int di = 0; di < 3; di++) {
+        run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){3, quick ? 300 : 1000, 128, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 1024, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 700, 768, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){1, quick ? 70 : 700, 8960, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 768, 0}, &OPTS[5]);
+        /* 16 x 768 with rows of several tiles in every configuration; the
+         * 16-bit forward stages tiles ahead there (2 of 12 steps a lane
+         * from T = 16384 on, else 1 of 8), and so does the 16-bit
+         * backward (1 of 8), on cards of at least 30 GB/s an SM */
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 768, 0}, &OPTS[5]);
+        run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 600 : 2000, 768, 0}, &OPTS[0]);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
-    int quick = 0, window_only = 0;
+    int quick = 0, window_only = 0, many_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--window")) window_only = 1;
+        else if (!strcmp(argv[i], "--many")) many_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--window]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--window | --many]\n", argv[0]);
             return 2;
         }
     }
@@ -624,6 +658,12 @@ int main(int argc, char **argv)
     TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
     if (window_only) { /* --window: those cases alone (at full size unless --quick) */
         test_window(quick);
+        prnn_ctx_free(g_gpu);
+        prnn_ctx_free(g_cpu);
+        return tu_finish();
+    }
+    if (many_only) { /* --many: the many-channel cases alone */
+        test_many_channels(quick);
         prnn_ctx_free(g_gpu);
         prnn_ctx_free(g_cpu);
         return tu_finish();
@@ -687,31 +727,7 @@ int main(int argc, char **argv)
                     run_case(PRNN_SCAN_CHUNKED, dtypes[di], few_long[si], &OPTS[oi]);
     }
     test_window(quick);
-    /* Many channels: the striped scan's configurations (on an H200, fp32
-     * in 256-byte stripes: 16 x 1024 forward 3 steps at 2 blocks per SM,
-     * backward 4 at 1; 16 x 768 backward 2 at 2; 32 x 1024 two waves of
-     * 2 per SM forward; in 128-byte stripes: 1 x 8960 forward 4 at 1 and
-     * backward 4 at 1; 16-bit in 256-byte stripes: 32 x 1024 forward 8 at
-     * 1, backward 2 at 2; in 128-byte stripes: 32 x 768, where 256-byte
-     * ones would make a single wave at 2 per SM, 16 x 1024, 16 x 768), the
-     * AUTO choice between it and the chunked scan, and FIXED's
-     * between it and the tree, both directions, every dtype. */
-    for (int di = 0; di < 3; di++) {
-        run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){16, quick ? 70 : 1000, 1024, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_FIXED, dtypes[di], (shape){3, quick ? 300 : 1000, 128, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 1024, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 70 : 700, 768, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){1, quick ? 70 : 700, 8960, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){32, quick ? 40 : 300, 768, 0}, &OPTS[5]);
-        /* 16 x 768 with rows of several tiles in every configuration; the
-         * 16-bit forward stages tiles ahead there (2 of 12 steps a lane
-         * from T = 16384 on, else 1 of 8), and so does the 16-bit
-         * backward (1 of 8) */
-        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 768, 0}, &OPTS[5]);
-        run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 600 : 2000, 768, 0}, &OPTS[0]);
-    }
+    test_many_channels(quick);
     run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
 
     test_workspace_reuse(quick);

@@ -27,6 +27,7 @@
  * on a device); copies are memcpy; streams are tokens. PRNN_SIM_SEED seeds
  * the scheduler.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,13 +428,26 @@ cudaError_t cudaGetDevice(int *dev)
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+/* An integer from the environment, or `def` where unset or not a number. */
+static int sim_env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    const long x = strtol(v, &end, 10);
+    return *end || x <= 0 || x > INT_MAX ? def : (int)x;
+}
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
     (void)dev;
-    /* an H100/H200 (the memory an H200's: 3201 MHz x 6144 bits) */
+    /* an H100/H200 (the memory an H200's, 3201 MHz x 6144 bits, unless
+     * PRNN_SIM_MEM_KHZ and PRNN_SIM_BUS_BITS say otherwise: an H100's is
+     * 2619000 x 5120) */
+    static const int mem_khz = sim_env_int("PRNN_SIM_MEM_KHZ", 3201000);
+    static const int bus_bits = sim_env_int("PRNN_SIM_BUS_BITS", 6144);
     *value = attr == cudaDevAttrL2CacheSize                   ? 50 << 20
-             : attr == cudaDevAttrMemoryClockRate              ? 3201000
-             : attr == cudaDevAttrGlobalMemoryBusWidth         ? 6144
+             : attr == cudaDevAttrMemoryClockRate              ? mem_khz
+             : attr == cudaDevAttrGlobalMemoryBusWidth         ? bus_bits
              : attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10
              : attr == cudaDevAttrComputeCapabilityMajor       ? 9
                                                                : 132;
