@@ -169,6 +169,27 @@ static float median(std::vector<float> v)
     return v[v.size() / 2];
 }
 
+/* Median ms of 15 calls of `launch` after 2 of warm-up, timed by events. */
+template <typename F> static float time_ms(F launch)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 17; r++) {
+        CK(cudaEventRecord(e0));
+        launch();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        if (r >= 2) ms.push_back(t);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return median(ms);
+}
+
 static double copy_roofline()
 {
     const size_t n = 1ull << 30;
@@ -176,22 +197,10 @@ static double copy_roofline()
     CK(cudaMalloc(&s, n));
     CK(cudaMalloc(&d, n));
     CK(cudaMemset(s, 1, n));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = 0; r < 17; r++) {
-        CK(cudaEventRecord(e0));
-        CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float t;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        if (r >= 2) ms.push_back(t);
-    }
+    const float ms = time_ms([&] { CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice)); });
     CK(cudaFree(s));
     CK(cudaFree(d));
-    return 2.0 * n / (median(ms) * 1e-3) / 1e9;
+    return 2.0 * n / (ms * 1e-3) / 1e9;
 }
 
 static float bf(uint16_t u)
@@ -295,20 +304,7 @@ int main(int argc, char **argv)
             CK(cudaGetLastError());
             CK(cudaDeviceSynchronize());
             const double err = check(w);
-            cudaEvent_t e0, e1;
-            CK(cudaEventCreate(&e0));
-            CK(cudaEventCreate(&e1));
-            std::vector<float> ms;
-            for (int r = 0; r < 17; r++) {
-                CK(cudaEventRecord(e0));
-                c.k<<<blocks, 32 * c.nw>>>(w);
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float t;
-                CK(cudaEventElapsedTime(&t, e0, e1));
-                if (r >= 2) ms.push_back(t);
-            }
-            const float m = median(ms);
+            const float m = time_ms([&] { c.k<<<blocks, 32 * c.nw>>>(w); });
             const double gbs = 6.0 * n / (m * 1e-3) / 1e9;
             const bool ok = err <= tol;
             bad += !ok;
