@@ -656,14 +656,10 @@ int main(int argc, char **argv)
     cfg.device = PRNN_DEVICE_CUDA;
     cfg.cuda_device = 0;
     TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
-    if (window_only) { /* --window: those cases alone (at full size unless --quick) */
-        test_window(quick);
-        prnn_ctx_free(g_gpu);
-        prnn_ctx_free(g_cpu);
-        return tu_finish();
-    }
-    if (many_only) { /* --many: the many-channel cases alone */
-        test_many_channels(quick);
+    /* --window or --many: those cases alone (at full size unless --quick) */
+    if (window_only || many_only) {
+        if (window_only) test_window(quick);
+        else test_many_channels(quick);
         prnn_ctx_free(g_gpu);
         prnn_ctx_free(g_cpu);
         return tu_finish();
