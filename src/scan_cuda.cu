@@ -2018,6 +2018,12 @@ bool stream_capturing(cudaStream_t s)
     return c != cudaStreamCaptureStatusNone;
 }
 
+window_card window_card_of(const prnn_cuda_state *st)
+{
+    return {st->cc_major, st->sm_count, st->smem_optin,
+            st->sm_count > 0 ? st->mem_gbps / st->sm_count : 0};
+}
+
 /* WINDOW (scan_window.cu) for a scan on the vector path it applies to:
  * true, with its status in *s; false where it does not apply, or for
  * no_capture (FIXED: a captured call must take no tickets) while the stream
@@ -2025,9 +2031,10 @@ bool stream_capturing(cudaStream_t s)
 template <typename T, bool BWD>
 bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn_status *s)
 {
-    if (!window_applies<T, BWD>(p, st->cc_major, st->sm_count, st->smem_optin)) return false;
+    const window_card card = window_card_of(st);
+    if (!window_applies<T, BWD>(p, card)) return false;
     if (no_capture && stream_capturing(st->stream)) return false;
-    *s = words_reserve(st, window_words<T, BWD>(p, st->sm_count));
+    *s = words_reserve(st, window_words<T, BWD>(p, card));
     if (*s != PRNN_OK) return true;
     window_launch w;
     w.words = reinterpret_cast<unsigned long long *>(st->ws + kWordsOffset);
@@ -2035,7 +2042,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
     w.ticket_base = st->ticket_base;
     w.tag = st->epoch << 2 | 3; /* status 3: no chunked or striped word carries it */
     w.stream = st->stream;
-    w.sm_count = st->sm_count;
+    w.card = card;
     unsigned long long tickets = 0;
     const cudaError_t e = window_scan<T, BWD>(p, w, &tickets);
     st->ticket_base += tickets;
@@ -2059,7 +2066,8 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
  * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2).
  * Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
- * B H <= 256), its forward beats CHUNKED's from 32K steps on (fwd %,
+ * B H <= 256; 16-bit from 2^18 steps, B H <= 128, on a card of under 30
+ * GB/s an SM), its forward beats CHUNKED's from 32K steps on (fwd %,
  * WINDOW against CHUNKED; run r65: fp32 1x32Kx64 36.7 / 36.3, 1x64Kx64
  * 50.4 / 45.9, 1x512Kx64 77.1 / 69.0, 1x1Mx64 79.5 / 75.4; runs r69-r70:
  * 1x32Kx128 53.2 / 52.1, 2x32Kx64 52.1 / 48.4, 1x32Kx256 71.8 / 61.2,
@@ -2071,10 +2079,10 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
 #ifndef PRNN_WINDOW_FWD_T /* lab sweeps: "from (several chains), from (one), below, from (narrow)" */
 #define PRNN_WINDOW_FWD_T 65536, 131072, 393216, 32768
 #endif
-template <typename T> bool window_forward_wins(const scan_params &p)
+template <typename T> bool window_forward_wins(const prnn_cuda_state *st, const scan_params &p)
 {
     constexpr int64_t t[4] = {PRNN_WINDOW_FWD_T};
-    if (window_narrow<T>(p)) return p.T >= t[3];
+    if (window_narrow<T>(p, window_card_of(st))) return p.T >= t[3];
     const bool one_chain = p.B * p.H <= 64;
     return p.T >= t[one_chain ? 1 : 0] && p.T < t[2];
 }
@@ -2094,7 +2102,7 @@ prnn_status run_typed(prnn_cuda_state *st, const prnn_scan_desc *d, const scan_p
         return vec ? striped_run<T, V, BWD>(st, p) : striped_run<T, 1, BWD>(st, p);
     case PRNN_SCAN_AUTO:
         /* WINDOW: the backward, and the forward where it beats CHUNKED's */
-        if (vec && (BWD || window_forward_wins<T>(p)) &&
+        if (vec && (BWD || window_forward_wins<T>(st, p)) &&
             window_try<T, BWD>(st, p, false, &window_status))
             return window_status;
         if (vec ? auto_striped<T, V, BWD>(st, p) : auto_striped<T, 1, BWD>(st, p))

@@ -681,29 +681,35 @@ __device__ __forceinline__ void state_out(const scan_params &p, int64_t b, int64
 /* ------------------------------------------------------------------------ */
 /* WINDOW (scan_window.cu): the scan of few long chains on sm_90           */
 
+/* What WINDOW's choices depend on in the card: compute capability, SMs,
+ * shared memory a block (opt-in bytes), and each SM's share of the peak
+ * memory bandwidth (GB/s; 0: unknown). */
+struct window_card {
+    int cc_major, sm_count, smem_optin, gbps_sm;
+};
+
 /* A launch's share of the context: its words (window_words of them, in the
  * zeroed look-back area), the ticket counter and this launch's first
- * ticket, a tag no earlier launch used. */
+ * ticket, a tag no earlier launch used; the card. */
 struct window_launch {
     unsigned long long *words;
     unsigned long long *counter;
     unsigned long long ticket_base;
     unsigned tag;
     cudaStream_t stream;
-    int sm_count;
+    window_card card;
 };
 
 /* Whether WINDOW can take the scan p (the backward with BWD, else the
- * forward) on a card of compute capability cc_major with sm_count SMs and
- * smem_optin bytes of shared memory a block. The caller has checked the
- * tensors' 16-byte vectors (vectors_ok). */
-template <typename T, bool BWD>
-bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin);
-/* Whether WINDOW would cut p's rows into chains of 32 columns (few fp32
- * chains), where its forward beats the chunked scan's from 32K steps. */
-template <typename T> bool window_narrow(const scan_params &p);
+ * forward) on the card. The caller has checked the tensors' 16-byte
+ * vectors (vectors_ok). */
+template <typename T, bool BWD> bool window_applies(const scan_params &p, const window_card &c);
+/* Whether WINDOW's forward would cut p's rows into chains of 32 columns
+ * (few fp32 chains; few 16-bit chains of long rows on a card with a small
+ * memory share an SM), where it beats the chunked scan's from 32K steps. */
+template <typename T> bool window_narrow(const scan_params &p, const window_card &c);
 /* The tagged words a launch uses. */
-template <typename T, bool BWD> size_t window_words(const scan_params &p, int sm_count);
+template <typename T, bool BWD> size_t window_words(const scan_params &p, const window_card &c);
 /* Launches the scan; *tickets: the tickets it takes from the counter. */
 template <typename T, bool BWD>
 cudaError_t window_scan(const scan_params &p, const window_launch &w, unsigned long long *tickets);

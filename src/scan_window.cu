@@ -2,7 +2,7 @@
  * scan_window.cu - WINDOW: the scan of few long chains on sm_90 (H100,
  * H200). AUTO takes it for the backward where it applies (window_applies;
  * scan_cuda.cu's run_typed), and for the forward from 2^16 to 3 x 2^17
- * steps, or from 2^15 on for fp32 chains of 32 columns (window_forward_wins:
+ * steps, or from 2^15 on for chains of 32 columns (window_forward_wins:
  * elsewhere the chunked scan's forward is faster);
  * FIXED for both directions outside graph capture: a tile's result does
  * not depend on which block takes it or when. Everything else, and every
@@ -10,8 +10,10 @@
  *
  * Size letters: B batch rows, T time steps, H channels; tensors (B, T, H),
  * H contiguous; states (B, H). A chain is W = 64 channels of one row, or
- * 32 for fp32 where B H / 64 <= 4 in the forward, <= 2 in the backward
- * (window_width; R = B H / W chains, at most 4 of 64 or 8 of 32); a tile
+ * 32 for fp32 where B H / 64 <= 4 in the forward, <= 2 in the backward,
+ * and for the 16-bit forward where B H / 64 <= 2 from 2^18 steps on a card
+ * of under 30 GB/s an SM (window_width; R = B H / W chains, at most 4 of
+ * 64 or 8 of 32); a tile
  * is L = TY S time steps of one chain, the backward walking time from the
  * end: chunk c of a chain covers the steps T - (c + 1) L .. T - c L - 1
  * (the last chunk shorter).
@@ -63,7 +65,7 @@ namespace prnn_cuda {
 
 namespace {
 
-constexpr int kW = 64;        /* columns a chain (W); 32 for few fp32 chains (window_width) */
+constexpr int kW = 64;        /* columns a chain (W); 32 for few chains (window_width) */
 constexpr int kSlots = 6;     /* aggregate and carry slots */
 constexpr int kMaxWords = 11; /* the most members or groups a fold: Gc <= 144 */
 
@@ -855,11 +857,40 @@ bool tile_map(CUtensorMap *m, const void *base, int64_t B, int64_t T_, int64_t H
 #ifndef PRNN_WINDOW_NARROW_BWD
 #define PRNN_WINDOW_NARROW_BWD 2
 #endif
-template <typename T, bool BWD> int window_width(const scan_params &p)
+/* The 16-bit forward, whose 64-byte rows at 32 columns lost on an H200
+ * (above), cuts one or two rows of 64 into chains of 32 from 2^18 steps
+ * on a card whose SMs get under 30 GB/s each of the peak memory bandwidth
+ * (an H100: 25): there the 64-column window and the chunked scan stop
+ * short of the bandwidth on the exchange's round trips, which half as
+ * many bytes a tile and twice the chains shorten. On an H100 (run r83 of
+ * dev/cuda/README.md, two passes, AUTO bf16 fwd / fwd+bwd %, 64 -> 32
+ * columns; at 2^18 and over AUTO's forward was CHUNKED or WINDOW at 64):
+ * 1x1Mx64 79.8-80.3 / 85.7-85.8 -> 80.9-81.0 / 88.0-88.2, 2x1Mx64
+ * 86.8-86.9 / 89.6-89.7 -> 87.4-87.5 / 91.4-91.5, 1x512Kx64 70.7-70.9 /
+ * 81.9-82.1 -> 76.1-76.4 / 85.5-86.1, 1x256Kx64 66.5-67.6 / 79.1-79.4 ->
+ * 68.5-68.7 / 80.6-80.7; shorter rows gained nothing forward (1x128Kx64
+ * 55.7-56.3 -> 56.0-56.2, 1x64Kx64 45.8-45.9 -> 43.0-43.8), and four rows
+ * of 64 lost before (r73: 1x1Mx256 94.0-94.3 -> 90.5-90.6). The backward
+ * keeps 64 columns (r73: 3-6 points slower at 32). */
+#ifndef PRNN_WINDOW_NARROW16_ROWS /* lab settings: rows of 64 at most, */
+#define PRNN_WINDOW_NARROW16_ROWS 2
+#endif
+#ifndef PRNN_WINDOW_NARROW16_GBPS /* GB/s an SM below which, */
+#define PRNN_WINDOW_NARROW16_GBPS 30
+#endif
+#ifndef PRNN_WINDOW_NARROW16_T /* steps from which */
+#define PRNN_WINDOW_NARROW16_T 262144
+#endif
+template <typename T, bool BWD> int window_width(const scan_params &p, const window_card &c)
 {
     const int64_t rows = p.B * (p.H / kW);
-    return sizeof(T) == 4 && rows <= (BWD ? PRNN_WINDOW_NARROW_BWD : PRNN_WINDOW_NARROW) ? kW / 2
-                                                                                          : kW;
+    if constexpr (sizeof(T) == 2) {
+        const bool lean = c.gbps_sm > 0 && c.gbps_sm < PRNN_WINDOW_NARROW16_GBPS;
+        return !BWD && lean && rows <= PRNN_WINDOW_NARROW16_ROWS && p.T >= PRNN_WINDOW_NARROW16_T
+                   ? kW / 2
+                   : kW;
+    }
+    return rows <= (BWD ? PRNN_WINDOW_NARROW_BWD : PRNN_WINDOW_NARROW) ? kW / 2 : kW;
 }
 
 /* The forward's h by tensor-map stores from the stages (window_kernel's
@@ -886,16 +917,15 @@ bool window_bulk(const scan_params &p)
 #define PRNN_WINDOW_MIN_T 2048
 #endif
 
-template <typename T, bool BWD>
-bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_optin)
+template <typename T, bool BWD> bool window_applies(const scan_params &p, const window_card &c)
 {
-    if (cc_major < 9 || p.H % kW || p.lengths || p.reverse || (BWD ? !p.dh : !p.b))
+    if (c.cc_major < 9 || p.H % kW || p.lengths || p.reverse || (BWD ? !p.dh : !p.b))
         return false;
     if (p.T < PRNN_WINDOW_MIN_T || p.T >= ((int64_t)1 << 31))
         return false;
     /* chains: 1 to 4 of 64 columns, or (window_width) 2 to 8 of 32 (backward: 2 to 4) */
-    const int64_t R = p.B * (p.H / window_width<T, BWD>(p));
-    if (p.B * (p.H / kW) > 4 || R > sm_count / 8)
+    const int64_t R = p.B * (p.H / window_width<T, BWD>(p, c));
+    if (p.B * (p.H / kW) > 4 || R > c.sm_count / 8)
         return false;
     if (p.h0 && reinterpret_cast<uintptr_t>(p.h0) % 16)
         return false;
@@ -904,18 +934,18 @@ bool window_applies(const scan_params &p, int cc_major, int sm_count, int smem_o
     if (!BWD && p.hT && reinterpret_cast<uintptr_t>(p.hT) % 16)
         return false;
     const size_t stat = 4096 * 4; /* the kernel's static shared memory, with room */
-    return window_smem<T>() + stat <= (size_t)smem_optin && encode_fn() != nullptr;
+    return window_smem<T>() + stat <= (size_t)c.smem_optin && encode_fn() != nullptr;
 }
 
-template <typename T> bool window_narrow(const scan_params &p)
+template <typename T> bool window_narrow(const scan_params &p, const window_card &c)
 {
-    return window_width<T, false>(p) != kW;
+    return window_width<T, false>(p, c) != kW;
 }
 
-template <typename T, bool BWD> size_t window_words(const scan_params &p, int sm_count)
+template <typename T, bool BWD> size_t window_words(const scan_params &p, const window_card &c)
 {
-    const int W = window_width<T, BWD>(p);
-    return window_geometry_of(p.T, p.B * p.H / W, W, window_cfg<T>::len(W), sm_count).nwords;
+    const int W = window_width<T, BWD>(p, c);
+    return window_geometry_of(p.T, p.B * p.H / W, W, window_cfg<T>::len(W), c.sm_count).nwords;
 }
 
 template <typename T, bool BWD, int W, bool BULK>
@@ -924,7 +954,7 @@ cudaError_t window_scan_w(const scan_params &p, const window_launch &wl,
 {
     using C = window_cfg<T>;
     constexpr int L = C::len(W);
-    const window_geometry w = window_geometry_of(p.T, p.B * p.H / W, W, L, wl.sm_count);
+    const window_geometry w = window_geometry_of(p.T, p.B * p.H / W, W, L, wl.card.sm_count);
     auto kernel = window_kernel<T, BWD, W, BULK, C::S, C::NS, C::LAG, C::XT>;
     cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)window_smem<T>());
@@ -971,9 +1001,10 @@ cudaError_t window_scan_w(const scan_params &p, const window_launch &wl,
 template <typename T, bool BWD>
 cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned long long *tickets)
 {
-    if constexpr (sizeof(T) == 4) { /* 32 columns for fp32 only (window_width) */
-        if (window_width<T, BWD>(p) != kW) {
-            if constexpr (!BWD)
+    /* 32 columns (window_width): fp32 both ways, 16-bit forward only */
+    if constexpr (sizeof(T) == 4 || !BWD) {
+        if (window_width<T, BWD>(p, wl.card) != kW) {
+            if constexpr (sizeof(T) == 4 && !BWD)
                 if (window_bulk(p))
                     return window_scan_w<T, BWD, kW / 2, true>(p, wl, tickets);
             return window_scan_w<T, BWD, kW / 2, false>(p, wl, tickets);
@@ -983,11 +1014,11 @@ cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned 
 }
 
 #define PRNN_WINDOW_INSTANCES(T)                                                                   \
-    template bool window_applies<T, false>(const scan_params &, int, int, int);                    \
-    template bool window_applies<T, true>(const scan_params &, int, int, int);                     \
-    template bool window_narrow<T>(const scan_params &);                                           \
-    template size_t window_words<T, false>(const scan_params &, int);                              \
-    template size_t window_words<T, true>(const scan_params &, int);                               \
+    template bool window_applies<T, false>(const scan_params &, const window_card &);              \
+    template bool window_applies<T, true>(const scan_params &, const window_card &);               \
+    template bool window_narrow<T>(const scan_params &, const window_card &);                      \
+    template size_t window_words<T, false>(const scan_params &, const window_card &);              \
+    template size_t window_words<T, true>(const scan_params &, const window_card &);               \
     template cudaError_t window_scan<T, false>(const scan_params &, const window_launch &,         \
                                                unsigned long long *);                              \
     template cudaError_t window_scan<T, true>(const scan_params &, const window_launch &,          \
