@@ -1313,7 +1313,7 @@ template <bool BWD, int S, int D> constexpr size_t striped_smem()
 /* A STRIPED launch. D > 0: walking whole rows with D tiles staged ahead in
  * shared memory. */
 template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128, int D = 0>
-prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
+prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, bool whole_rows = false)
 {
     constexpr int CL = stripe_cl<T, VEC, SB>();
     constexpr int64_t STEPS = striped_steps<T, VEC, S, SB>();
@@ -1324,7 +1324,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
     sp.s = p;
     sp.nstripes = nstripes;
     const int64_t stripes = p.B * nstripes;
-    sp.seg_len = D > 0 ? p.T : striped_seg_len(st, p, stripes, STEPS, MB);
+    sp.seg_len = D > 0 || whole_rows ? p.T : striped_seg_len(st, p, stripes, STEPS, MB);
     const int64_t nseg = ceil_div(p.T, sp.seg_len); /* segments per row */
     if (nseg > INT32_MAX / stripes) return PRNN_ERR_UNSUPPORTED;
     const int64_t blocks = stripes * nseg;
@@ -1359,7 +1359,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p)
  * 80.2-80.3 (1 tile of 8), 16x64Kx1024 95.4-95.7 / 90.3-90.4 against
  * 94.5-94.9 / 89.2; at 16x4Kx1024 2 tiles of 12 lost 3 points and 1 of 8
  * ran as before. So rows of at least kStage16LongT steps take 2 of 12,
- * shorter ones 1 of 8. */
+ * shorter ones 1 of 8; long rows go unstaged instead where wide16_pays. */
 #ifdef PRNN_STAGE16_LONG_T /* the simulator's small shapes */
 constexpr int64_t kStage16LongT = PRNN_STAGE16_LONG_T;
 #else
@@ -1396,8 +1396,8 @@ template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const p
     return smem_fits(st, stat, striped_smem<BWD, S, D>());
 }
 
-/* Whether a staged 16-bit walk (the backward, and the forward's long-row
- * configuration) pays for a launch of `blocks` 256-byte stripes. It runs
+/* Whether the staged 16-bit backward pays for a launch of `blocks`
+ * 256-byte stripes (the forward's long rows: wide16_pays). It runs
  * one block on each of only 0.7-1 x the SMs, each block limited by its
  * own walk; the unstaged one (128-byte stripes, 2 blocks per SM) fills
  * every SM. Where each SM's share of the peak memory bandwidth is at least
@@ -1431,12 +1431,46 @@ bool stage16_pays(const prnn_cuda_state *st, int64_t blocks)
     return 10 * blocks >= (int64_t)kStage16MinTenths * st->sm_count;
 }
 
-/* The staged configuration a 16-bit STRIPED launch takes where its
- * 256-byte stripes number 0.7-1 x the SMs: 0 none, 1 one tile of 8 steps
- * (the backward: kStage16BwdD of kStage16BwdS), 2 two tiles of 12. Where
- * the first choice does not fit a block's shared memory (A100: 163 KiB; 2
- * of 12 need 212) or does not pay on the card (stage16_pays), the next
- * one; none: the unstaged stripes. */
+/* The 16-bit forward's long rows in those stripes: unstaged at 1 block per
+ * SM, kWide16S steps a lane with the next tile's loads in registers, where
+ * each block's share of the peak memory bandwidth is under
+ * kWide16MaxGbps; above it (fewer blocks on a faster memory) a block's
+ * walk cannot keep up unstaged, and 2 tiles of 12 steps are staged in
+ * shared memory. Measured (dev/cuda/README.md, runs r83-r84, bf16 AUTO
+ * fwd %, two passes, unstaged at 6 steps against the library before): on
+ * an H200 (4814 GB/s peak) 112 stripes (43 GB/s a block) 16x64Kx896
+ * 93.0 against 88.3 staged, 14x64Kx1024 93.1-93.3 against 88.9-89.2; 128
+ * (38) 16x64Kx1024 98.4-98.5 against 94.3-95.2; but 96 (50) 16x64Kx768
+ * 80.4 against 91.2-92.2, 4x64Kx3072 80.3 against 96.0, 16x16Kx768 79.2
+ * against 87.0. On an H100 (3352 GB/s) 96 stripes (35) 16x64Kx768
+ * 98.1-98.2 against 92.4-92.7 (128-byte stripes at 2 blocks per SM, which
+ * the H100 took there), 8x64Kx1536 98.7 against 93.0-93.1; 128 (26)
+ * 16x64Kx1024 96.9-97.3 against 97.1-97.7 staged. At 4, 5, 7 and 8
+ * steps: H200 16x64Kx1024 87.4, 95.3, 95.4, (8 not run); 16x64Kx896
+ * 78.1, 86.5, 97.3; 16x64Kx768 67.0, 74.5, 85.8; H100 16x64Kx768 at 8
+ * steps 91.5-91.7. Short rows keep the staged tile of 8 steps (H200
+ * 16x4Kx896 unstaged 86.2 against 91.6). Where the bandwidth is unknown
+ * the walk stages. */
+#ifndef PRNN_WIDE16_MAX_GBPS /* lab settings: GB/s of peak bandwidth a block, steps a lane */
+#define PRNN_WIDE16_MAX_GBPS 45
+#endif
+#ifndef PRNN_WIDE16_S
+#define PRNN_WIDE16_S 6
+#endif
+constexpr int kWide16MaxGbps = PRNN_WIDE16_MAX_GBPS, kWide16S = PRNN_WIDE16_S;
+bool wide16_pays(const prnn_cuda_state *st, int64_t blocks)
+{
+    return st->mem_gbps > 0 && st->mem_gbps < (int64_t)kWide16MaxGbps * blocks;
+}
+
+/* The configuration a 16-bit STRIPED launch takes where its 256-byte
+ * stripes number 0.7-1 x the SMs: 0 none (128-byte stripes), 1 one staged
+ * tile of 8 steps (the backward: kStage16BwdD of kStage16BwdS), 2 two of
+ * 12, 3 (the forward's long rows, wide16_pays) the 256-byte stripes
+ * unstaged. Where a staged choice does not fit a block's shared memory
+ * (A100: 163 KiB; 2 of 12 need 212) or does not pay on the card
+ * (stage16_pays), the next one. */
+constexpr int kWide16 = 3;
 template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
@@ -1448,11 +1482,10 @@ template <typename T, int VEC, bool BWD> int stage16_pick(const prnn_cuda_state 
                        striped_fits<T, VEC, BWD, kStage16BwdS, kStage16BwdD>(st) ? 1 : 0;
             return 0;
         } else {
+            if (p.T >= kStage16LongT && wide16_pays(st, blocks)) return kWide16;
             if constexpr (kStage16FwdD == 0) return 0;
-            if (p.T >= kStage16LongT) {
-                if (!stage16_pays(st, blocks)) return 0;
-                if (striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st)) return 2;
-            }
+            if (p.T >= kStage16LongT && striped_fits<T, VEC, BWD, kStage16FwdS, kStage16FwdD>(st))
+                return 2;
             return striped_fits<T, VEC, BWD, 8, 1>(st) ? 1 : 0;
         }
     }
@@ -1548,6 +1581,9 @@ prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
         const int staged = stage16_pick<T, VEC, BWD>(st, p);
+        if constexpr (!BWD)
+            if (staged == kWide16)
+                return striped_launch<T, VEC, BWD, kWide16S, 1, 256>(st, p, true);
         if (staged > 0) {
             if constexpr (BWD && kStage16BwdD > 0) {
                 return striped_launch<T, VEC, BWD, kStage16BwdS, 1, 256, kStage16BwdD>(st, p);
