@@ -297,7 +297,9 @@ int main(int argc, char **argv)
                     d.algo = algos[ai];
                     const double limit = d.algo == PRNN_SCAN_SERIAL ? SERIAL_LIMIT_S : 1e9;
                     result r = {d.algo, dt, B, T, H, -1.0, -1.0};
+                    char kf[256];
                     r.fwd_ms = time_scan(ctx, s, &d, &bf, 0, reps, limit);
+                    snprintf(kf, sizeof kf, "%s", prnn_scan_last_kernel(ctx));
                     if (r.fwd_ms >= 0) r.fb_ms = time_scan(ctx, s, &d, &bf, 1, reps, limit);
                     CUDA_CHECK(cudaDeviceSynchronize());
                     if (nresults < MAX_RESULTS) results[nresults++] = r;
@@ -308,6 +310,8 @@ int main(int argc, char **argv)
                            prnn_scan_algo_name(d.algo), dtype_name(dt), (long long)B, (long long)T,
                            (long long)H, r.fwd_ms, gf * 1e-9, 100.0 * gf / bw, r.fb_ms, gfb * 1e-9,
                            100.0 * gfb / bw);
+                    if (d.algo == PRNN_SCAN_AUTO)
+                        printf("    (auto: forward %s; backward %s)\n", kf, prnn_scan_last_kernel(ctx));
                     fflush(stdout);
                 }
                 CUDA_CHECK(cudaFree(bf.a));

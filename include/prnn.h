@@ -190,6 +190,13 @@ typedef enum prnn_scan_algo {
 
 const char *prnn_scan_algo_name(prnn_scan_algo algo);
 
+/* The kernel the last scan call on ctx chose, in words, for benchmarks,
+ * tests and questions of speed: for example "striped: 256-byte stripes,
+ * 6 steps a lane, 1 block an SM, unstaged, whole rows". "" on a CPU
+ * context, before the first call, or without CUDA. The text stays valid
+ * until the next call of this function on ctx. */
+const char *prnn_scan_last_kernel(const prnn_ctx *ctx);
+
 /*
  * Describes one scan problem. Build it with prnn_scan_desc_make() and then
  * change the fields you need.

@@ -35,6 +35,12 @@ prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d, void 
     return PRNN_ERR_NO_DEVICE;
 }
 
+const char *prnn_cuda_scan_last_kernel(const prnn_ctx *ctx)
+{
+    (void)ctx;
+    return "";
+}
+
 prnn_status prnn_cuda_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d, void *da,
                                     void *db, void *dh0, const void *a, const void *h,
                                     const void *h0, const void *dh, const void *dhT)

@@ -167,6 +167,8 @@ prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_desc *d,
                                    void *h, void *hT,
                                    const void *a, const void *b,
                                    const void *h0);
+/* prnn_scan_last_kernel on a CUDA context. */
+const char *prnn_cuda_scan_last_kernel(const prnn_ctx *ctx);
 prnn_status prnn_cuda_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d,
                                     void *da, void *db, void *dh0,
                                     const void *a, const void *h,

@@ -25,6 +25,11 @@ prnn_scan_desc prnn_scan_desc_make(int64_t B, int64_t T, int64_t H)
     return d;
 }
 
+const char *prnn_scan_last_kernel(const prnn_ctx *ctx)
+{
+    return ctx && ctx->device == PRNN_DEVICE_CUDA ? prnn_cuda_scan_last_kernel(ctx) : "";
+}
+
 const char *prnn_scan_algo_name(prnn_scan_algo algo)
 {
     switch (algo) {

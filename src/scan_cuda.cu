@@ -37,6 +37,7 @@
  * workspace grown on demand and kept.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,15 @@ struct prnn_cuda_state {
 
     int64_t *d_lengths; /* (lengths_cap) device copy of desc->lengths */
     int64_t lengths_cap;
+
+    /* The kernel the last scan chose (prnn_scan_last_kernel), put in words
+     * only when asked: its engine (NULL: none yet) and configuration. */
+    struct {
+        const char *engine;
+        int columns, steps, per_sm, staged;
+        int64_t tile_steps, parts;
+    } last;
+    char last_text[200];
 };
 
 namespace {
@@ -262,6 +272,7 @@ prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
     const int64_t blocks = ceil_div(p.B * p.H, kThreads);
     if (blocks > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     auto *kernel = serial_scan_kernel<T, BWD>;
+    st->last = {"serial", 0, 0, 0, 0, 0, 0};
     PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, p);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
@@ -787,6 +798,7 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.ntiles = ntiles;
     cp.R = R;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>;
+    st->last = {"chunked", (int)W, S + SX, MB, SX, TY * (S + SX), nchunks};
     /* the staged h_{s-1} or steps; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
     const size_t smem = chunked_smem<BWD, VEC, SB, MB, SX>();
@@ -1333,6 +1345,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, bool whole
         if (s != PRNN_OK) return s;
         sp.lb = lookback_open(st, nseg);
     }
+    st->last = {"striped", (int)(CL * VEC * sizeof(T)), S, MB, D, STEPS, nseg};
     if constexpr (D > 0) {
         auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
         const size_t smem = striped_smem<BWD, S, D>();
@@ -1961,6 +1974,7 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
     prnn_status s = ws_reserve(st, 0, (size_t)(3 * total * per) * sizeof(float));
     if (s != PRNN_OK) return s;
     float *const SA = ws_data(st), *const SB = SA + total * per, *const C = SB + total * per;
+    st->last = {"tree", 0, 0, 0, 0, K, n0};
 
     /* local-state kernel: summaries of level 0 */
     const int64_t ncv = ceil_div(p.H, VEC);
@@ -2079,6 +2093,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
     w.tag = st->epoch << 2 | 3; /* status 3: no chunked or striped word carries it */
     w.stream = st->stream;
     w.card = card;
+    st->last = {"window", window_chain_width<T, BWD>(p, card), 0, 0, 0, 0, 0};
     unsigned long long tickets = 0;
     const cudaError_t e = window_scan<T, BWD>(p, w, &tickets);
     st->ticket_base += tickets;
@@ -2296,6 +2311,38 @@ extern "C" prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_des
     p.hT = static_cast<float *>(hT);
     p.h0 = static_cast<const float *>(h0);
     return run_scan<false>(ctx, d, p);
+}
+
+extern "C" const char *prnn_cuda_scan_last_kernel(const prnn_ctx *ctx)
+{
+    prnn_cuda_state *st = ctx ? ctx->cuda : nullptr;
+    if (!st || !st->last.engine) return "";
+    const auto &k = st->last;
+    char *t = st->last_text;
+    const size_t n = sizeof st->last_text;
+    const char *eng = k.engine;
+    if (!strcmp(eng, "serial")) {
+        snprintf(t, n, "serial: one thread a channel");
+    } else if (!strcmp(eng, "tree")) {
+        snprintf(t, n, "tree: chunks of %lld steps, %lld a row", (long long)k.tile_steps,
+                 (long long)k.parts);
+    } else if (!strcmp(eng, "window")) {
+        snprintf(t, n, "window: chains of %d channels", k.columns);
+    } else if (!strcmp(eng, "chunked")) {
+        snprintf(t, n, "chunked: tiles of %d channels x %lld steps (%d a thread, %d of them staged), "
+                 "%d block%s an SM, %lld tiles a row, look-back",
+                 k.columns, (long long)k.tile_steps, k.steps, k.staged, k.per_sm,
+                 k.per_sm == 1 ? "" : "s", (long long)k.parts);
+    } else {
+        char staged[40], rows[48];
+        if (k.staged > 0) snprintf(staged, sizeof staged, "%d tile%s staged", k.staged, k.staged == 1 ? "" : "s");
+        else snprintf(staged, sizeof staged, "unstaged");
+        if (k.parts > 1) snprintf(rows, sizeof rows, "%lld segments a row, look-back", (long long)k.parts);
+        else snprintf(rows, sizeof rows, "whole rows");
+        snprintf(t, n, "striped: %d-byte stripes, %d steps a lane, %d block%s an SM, %s, %s",
+                 k.columns, k.steps, k.per_sm, k.per_sm == 1 ? "" : "s", staged, rows);
+    }
+    return t;
 }
 
 extern "C" prnn_status prnn_cuda_scan_backward(prnn_ctx *ctx, const prnn_scan_desc *d, void *da,

@@ -942,6 +942,11 @@ template <typename T> bool window_narrow(const scan_params &p, const window_card
     return window_width<T, false>(p, c) != kW;
 }
 
+template <typename T, bool BWD> int window_chain_width(const scan_params &p, const window_card &c)
+{
+    return window_width<T, BWD>(p, c);
+}
+
 template <typename T, bool BWD> size_t window_words(const scan_params &p, const window_card &c)
 {
     const int W = window_width<T, BWD>(p, c);
@@ -1017,6 +1022,8 @@ cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned 
     template bool window_applies<T, false>(const scan_params &, const window_card &);              \
     template bool window_applies<T, true>(const scan_params &, const window_card &);               \
     template bool window_narrow<T>(const scan_params &, const window_card &);                      \
+    template int window_chain_width<T, false>(const scan_params &, const window_card &);           \
+    template int window_chain_width<T, true>(const scan_params &, const window_card &);            \
     template size_t window_words<T, false>(const scan_params &, const window_card &);              \
     template size_t window_words<T, true>(const scan_params &, const window_card &);               \
     template cudaError_t window_scan<T, false>(const scan_params &, const window_launch &,         \

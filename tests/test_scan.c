@@ -494,6 +494,8 @@ static void check_bad_input(void)
     prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
 
     EXPECT_STATUS(prnn_scan_forward(NULL, &d, h, NULL, a, b, NULL), PRNN_ERR_NULL_POINTER);
+    tu_check(!strcmp(prnn_scan_last_kernel(NULL), "") && !strcmp(prnn_scan_last_kernel(ctx), ""),
+             "prnn_scan_last_kernel: \"\" for NULL and on a CPU context");
     EXPECT_STATUS(prnn_scan_forward(ctx, NULL, h, NULL, a, b, NULL), PRNN_ERR_NULL_POINTER);
     EXPECT_STATUS(prnn_scan_forward(ctx, &d, NULL, NULL, a, b, NULL), PRNN_ERR_NULL_POINTER);
     EXPECT_STATUS(prnn_scan_forward(ctx, &d, h, NULL, NULL, b, NULL), PRNN_ERR_NULL_POINTER);

@@ -8,10 +8,12 @@
  *
  * Size letters: B batch rows, T time steps, H channels.
  *
- * Usage: prnn_tests_cuda [--quick] [--window]   (--quick: small shapes
- * only, for compute-sanitizer and for dev/cuda/sim, which runs this same
- * program on the host; --window: only the few-chain backward's cases,
- * test_window, at full size, or the quick ones with --quick).
+ * Usage: prnn_tests_cuda [--quick] [--window | --many]   (--quick: small
+ * shapes only, for compute-sanitizer and for dev/cuda/sim, which runs this
+ * same program on the host; --window: only the few-chain cases,
+ * test_window; --many: only the many-channel cases and the kernel choices,
+ * test_many_channels and test_kernel_choice; each at full size, or the
+ * quick ones with --quick).
  * PRNN_TEST_SEED=N repeats a run. Without a CUDA device it skips and
  * passes.
  */
@@ -426,6 +428,74 @@ static double forward_error(prnn_ctx *ctx, prnn_scan_algo algo, int64_t B, int64
     return e.bad ? INFINITY : e.max_err;
 }
 
+/* The kernel a forward on the GPU context chose (prnn_scan_last_kernel),
+ * on inputs of zeros. */
+static const char *forward_kernel(prnn_scan_algo algo, prnn_dtype dt, int64_t B, int64_t T,
+                                  int64_t H)
+{
+    static char text[256];
+    const size_t es = prnn_dtype_size(dt);
+    const int64_t n = B * T * H;
+    void *pa, *pb, *ph;
+    void *d_a = dev_alloc(n, es, 0, &pa), *d_b = dev_alloc(n, es, 0, &pb);
+    void *d_h = dev_alloc(n, es, 0, &ph);
+    CUDA_CHECK(cudaMemset(d_a, 0, (size_t)n * es));
+    CUDA_CHECK(cudaMemset(d_b, 0, (size_t)n * es));
+    prnn_scan_desc d = prnn_scan_desc_make(B, T, H);
+    d.dtype = dt;
+    d.algo = algo;
+    TU_REQUIRE(prnn_scan_forward(g_gpu, &d, d_h, NULL, d_a, d_b, NULL));
+    TU_REQUIRE(prnn_ctx_synchronize(g_gpu));
+    snprintf(text, sizeof text, "%s", prnn_scan_last_kernel(g_gpu));
+    CUDA_CHECK(cudaFree(pa));
+    CUDA_CHECK(cudaFree(pb));
+    CUDA_CHECK(cudaFree(ph));
+    return text;
+}
+
+/* The kernel a scan chose, in words (prnn_scan_last_kernel): "" on a CPU
+ * context; FIXED's never one with look-back, at any shape; AUTO's 16-bit
+ * forward in 256-byte stripes numbering 0.7-1 x the SMs (16 x 768: 96,
+ * 16 x 1024: 128) walks whole rows: short rows one staged tile on every
+ * card, long ones (from 16384 steps; the simulator's test builds from 300)
+ * unstaged at 6 steps a lane exactly where each block's share of the
+ * card's peak memory bandwidth (clock x bus width x 2) is under 45 GB/s,
+ * else two staged tiles. */
+static void test_kernel_choice(int quick)
+{
+    tu_check(!strcmp(prnn_scan_last_kernel(g_cpu), "") && !strcmp(prnn_scan_last_kernel(NULL), ""),
+             "last kernel: \"\" on a CPU context and for NULL");
+    const int64_t fixed_shapes[][3] = {{1, quick ? 3000 : 70000, 64}, {16, 600, 1024}, {3, 500, 7}};
+    for (int i = 0; i < 3; i++)
+        for (int di = 0; di < 2; di++) {
+            const prnn_dtype dt = di ? PRNN_DTYPE_BF16 : PRNN_DTYPE_F32;
+            const char *k = forward_kernel(PRNN_SCAN_FIXED, dt, fixed_shapes[i][0],
+                                           fixed_shapes[i][1], fixed_shapes[i][2]);
+            tu_check(*k && !strstr(k, "look-back"), "fixed %s B=%lld T=%lld H=%lld: %s",
+                     di ? "bf16" : "f32", (long long)fixed_shapes[i][0],
+                     (long long)fixed_shapes[i][1], (long long)fixed_shapes[i][2], k);
+        }
+    int sms = 0, khz = 0, bits = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+    const long long gbps = (long long)(2.0 * khz * 1e3 * (bits / 8) / 1e9);
+    const int64_t Hs[] = {768, 1024};
+    for (int i = 0; i < 2; i++) {
+        const int64_t T = quick ? 600 : 16400, blocks = 16 * Hs[i] * 2 / 256;
+        if (10 * blocks < 7 * (int64_t)sms || blocks >= sms) continue;
+        const char *k = forward_kernel(PRNN_SCAN_AUTO, PRNN_DTYPE_BF16, 16, T, Hs[i]);
+        const int short_rows = strstr(k, "1 tile staged") != NULL;
+        const int unstaged = gbps > 0 && gbps < 45 * blocks;
+        const char *want = short_rows ? "1 tile staged" : unstaged ? "6 steps a lane, 1 block an SM, unstaged"
+                                                                   : "2 tiles staged";
+        tu_check(!strncmp(k, "striped: 256-byte stripes", 25) && strstr(k, want) &&
+                     strstr(k, "whole rows") && !(short_rows && !quick),
+                 "auto bf16 forward B=16 T=%lld H=%lld (%lld blocks, %lld GB/s peak: %lld a block): %s",
+                 (long long)T, (long long)Hs[i], (long long)blocks, gbps, gbps / blocks, k);
+    }
+}
+
 /* The workspace grows and is kept; flags of an earlier, larger launch must
  * never be mistaken for this launch's (epoch tags). */
 static void test_workspace_reuse(int quick)
@@ -667,8 +737,12 @@ int main(int argc, char **argv)
     TU_REQUIRE(prnn_ctx_init(&g_gpu, &cfg));
     /* --window or --many: those cases alone (at full size unless --quick) */
     if (window_only || many_only) {
-        if (window_only) test_window(quick);
-        else test_many_channels(quick);
+        if (window_only) {
+            test_window(quick);
+        } else {
+            test_many_channels(quick);
+            test_kernel_choice(quick);
+        }
         prnn_ctx_free(g_gpu);
         prnn_ctx_free(g_cpu);
         return tu_finish();
@@ -733,6 +807,7 @@ int main(int argc, char **argv)
     }
     test_window(quick);
     test_many_channels(quick);
+    test_kernel_choice(quick);
     run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
 
     test_workspace_reuse(quick);
