@@ -88,7 +88,7 @@ struct prnn_cuda_state {
     /* The kernel the last scan chose (prnn_scan_last_kernel), put in words
      * only when asked: its engine (NULL: none yet) and configuration. */
     struct {
-        const char *engine;
+        int engine; /* kernel_engine */
         int columns, steps, per_sm, staged;
         int64_t tile_steps, parts;
     } last;
@@ -96,6 +96,9 @@ struct prnn_cuda_state {
 };
 
 namespace {
+
+/* The engines prnn_scan_last_kernel names. */
+enum kernel_engine { kNoEngine, kSerial, kTree, kChunked, kStriped, kWindow };
 
 constexpr size_t kWordsOffset = 256;
 constexpr unsigned kEpochLimit = 1u << 30; /* tag = epoch << 2 | status */
@@ -272,7 +275,7 @@ prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
     const int64_t blocks = ceil_div(p.B * p.H, kThreads);
     if (blocks > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     auto *kernel = serial_scan_kernel<T, BWD>;
-    st->last = {"serial", 0, 0, 0, 0, 0, 0};
+    st->last = {kSerial, 0, 0, 0, 0, 0, 0};
     PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, p);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
@@ -798,7 +801,7 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.ntiles = ntiles;
     cp.R = R;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>;
-    st->last = {"chunked", (int)W, S + SX, MB, SX, TY * (S + SX), nchunks};
+    st->last = {kChunked, (int)W, S + SX, MB, SX, TY * (S + SX), nchunks};
     /* the staged h_{s-1} or steps; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
     const size_t smem = chunked_smem<BWD, VEC, SB, MB, SX>();
@@ -1345,7 +1348,7 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, bool whole
         if (s != PRNN_OK) return s;
         sp.lb = lookback_open(st, nseg);
     }
-    st->last = {"striped", (int)(CL * VEC * sizeof(T)), S, MB, D, STEPS, nseg};
+    st->last = {kStriped, (int)(CL * VEC * sizeof(T)), S, MB, D, STEPS, nseg};
     if constexpr (D > 0) {
         auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
         const size_t smem = striped_smem<BWD, S, D>();
@@ -1974,7 +1977,7 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
     prnn_status s = ws_reserve(st, 0, (size_t)(3 * total * per) * sizeof(float));
     if (s != PRNN_OK) return s;
     float *const SA = ws_data(st), *const SB = SA + total * per, *const C = SB + total * per;
-    st->last = {"tree", 0, 0, 0, 0, K, n0};
+    st->last = {kTree, 0, 0, 0, 0, K, n0};
 
     /* local-state kernel: summaries of level 0 */
     const int64_t ncv = ceil_div(p.H, VEC);
@@ -2093,7 +2096,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
     w.tag = st->epoch << 2 | 3; /* status 3: no chunked or striped word carries it */
     w.stream = st->stream;
     w.card = card;
-    st->last = {"window", window_chain_width<T, BWD>(p, card), 0, 0, 0, 0, 0};
+    st->last = {kWindow, window_chain_width<T, BWD>(p, card), 0, 0, 0, 0, 0};
     unsigned long long tickets = 0;
     const cudaError_t e = window_scan<T, BWD>(p, w, &tickets);
     st->ticket_base += tickets;
@@ -2116,7 +2119,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
  * bound at 2^19 (run r56, T = 2^15 .. 2^20, B x H = 1x64, 1x256, 2x64,
  * 4x64), AUTO's forward against CHUNKED's: at most 0.3 below (fp32
  * 1x128Kx64 53.8 / 54.1), up to 9.5 above (fp32 4x64Kx64 72.7 / 63.2).
- * Where WINDOW cuts the rows into chains of 32 columns (window_narrow: fp32,
+ * Where WINDOW cuts the rows into chains of 32 columns (window_chain_width: fp32,
  * B H <= 256; 16-bit from 2^18 steps, B H <= 128, on a card of under 30
  * GB/s an SM), its forward beats CHUNKED's from 32K steps on (fwd %,
  * WINDOW against CHUNKED; run r65: fp32 1x32Kx64 36.7 / 36.3, 1x64Kx64
@@ -2133,7 +2136,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
 template <typename T> bool window_forward_wins(const prnn_cuda_state *st, const scan_params &p)
 {
     constexpr int64_t t[4] = {PRNN_WINDOW_FWD_T};
-    if (window_narrow<T>(p, window_card_of(st))) return p.T >= t[3];
+    if (window_chain_width<T, false>(p, window_card_of(st)) == 32) return p.T >= t[3];
     const bool one_chain = p.B * p.H <= 64;
     return p.T >= t[one_chain ? 1 : 0] && p.T < t[2];
 }
@@ -2316,19 +2319,18 @@ extern "C" prnn_status prnn_cuda_scan_forward(prnn_ctx *ctx, const prnn_scan_des
 extern "C" const char *prnn_cuda_scan_last_kernel(const prnn_ctx *ctx)
 {
     prnn_cuda_state *st = ctx ? ctx->cuda : nullptr;
-    if (!st || !st->last.engine) return "";
+    if (!st || st->last.engine == kNoEngine) return "";
     const auto &k = st->last;
     char *t = st->last_text;
     const size_t n = sizeof st->last_text;
-    const char *eng = k.engine;
-    if (!strcmp(eng, "serial")) {
+    if (k.engine == kSerial) {
         snprintf(t, n, "serial: one thread a channel");
-    } else if (!strcmp(eng, "tree")) {
+    } else if (k.engine == kTree) {
         snprintf(t, n, "tree: chunks of %lld steps, %lld a row", (long long)k.tile_steps,
                  (long long)k.parts);
-    } else if (!strcmp(eng, "window")) {
+    } else if (k.engine == kWindow) {
         snprintf(t, n, "window: chains of %d channels", k.columns);
-    } else if (!strcmp(eng, "chunked")) {
+    } else if (k.engine == kChunked) {
         snprintf(t, n, "chunked: tiles of %d channels x %lld steps (%d a thread, %d of them staged), "
                  "%d block%s an SM, %lld tiles a row, look-back",
                  k.columns, (long long)k.tile_steps, k.steps, k.staged, k.per_sm,

@@ -704,11 +704,10 @@ struct window_launch {
  * forward) on the card. The caller has checked the tensors' 16-byte
  * vectors (vectors_ok). */
 template <typename T, bool BWD> bool window_applies(const scan_params &p, const window_card &c);
-/* Whether WINDOW's forward would cut p's rows into chains of 32 columns
- * (few fp32 chains; few 16-bit chains of long rows on a card with a small
- * memory share an SM), where it beats the chunked scan's from 32K steps. */
-template <typename T> bool window_narrow(const scan_params &p, const window_card &c);
-/* The channels of a chain WINDOW would cut p's rows into (64 or 32). */
+/* The channels of a chain WINDOW would cut p's rows into: 64, or 32 (few
+ * fp32 chains; the forward of few 16-bit chains of long rows on a card with
+ * a small memory share an SM), where its forward beats the chunked scan's
+ * from 32K steps. */
 template <typename T, bool BWD> int window_chain_width(const scan_params &p, const window_card &c);
 /* The tagged words a launch uses. */
 template <typename T, bool BWD> size_t window_words(const scan_params &p, const window_card &c);

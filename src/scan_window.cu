@@ -937,11 +937,6 @@ template <typename T, bool BWD> bool window_applies(const scan_params &p, const 
     return window_smem<T>() + stat <= (size_t)c.smem_optin && encode_fn() != nullptr;
 }
 
-template <typename T> bool window_narrow(const scan_params &p, const window_card &c)
-{
-    return window_width<T, false>(p, c) != kW;
-}
-
 template <typename T, bool BWD> int window_chain_width(const scan_params &p, const window_card &c)
 {
     return window_width<T, BWD>(p, c);
@@ -1021,7 +1016,6 @@ cudaError_t window_scan(const scan_params &p, const window_launch &wl, unsigned 
 #define PRNN_WINDOW_INSTANCES(T)                                                                   \
     template bool window_applies<T, false>(const scan_params &, const window_card &);              \
     template bool window_applies<T, true>(const scan_params &, const window_card &);               \
-    template bool window_narrow<T>(const scan_params &, const window_card &);                      \
     template int window_chain_width<T, false>(const scan_params &, const window_card &);           \
     template int window_chain_width<T, true>(const scan_params &, const window_card &);            \
     template size_t window_words<T, false>(const scan_params &, const window_card &);              \
