@@ -727,6 +727,9 @@ static void test_many_channels(int quick)
          * 30 GB/s an SM */
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 768, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 1024, 0}, &OPTS[5]);
+        /* 16 x 704: 96 stripes of 256 bytes in 16-bit storage, as at 16 x
+         * 768, but the last stripe of each row holds 64 of its 128 channels */
+        run_case(PRNN_SCAN_AUTO, dtypes[di], (shape){16, quick ? 600 : 16400, 704, 0}, &OPTS[5]);
         run_case(PRNN_SCAN_STRIPED, dtypes[di], (shape){16, quick ? 600 : 2000, 768, 0}, &OPTS[0]);
     }
 }
