@@ -91,6 +91,7 @@ struct prnn_cuda_state {
         int engine; /* kernel_engine */
         int columns, steps, per_sm, staged;
         int64_t tile_steps, parts;
+        bool late; /* striped: tiles finished a tile late */
     } last;
     char last_text[200];
 };
@@ -275,7 +276,7 @@ prnn_status serial_run(prnn_cuda_state *st, const scan_params &p)
     const int64_t blocks = ceil_div(p.B * p.H, kThreads);
     if (blocks > INT32_MAX) return PRNN_ERR_UNSUPPORTED;
     auto *kernel = serial_scan_kernel<T, BWD>;
-    st->last = {kSerial, 0, 0, 0, 0, 0, 0};
+    st->last = {kSerial, 0, 0, 0, 0, 0, 0, false};
     PRNN_LAUNCH(kernel, (unsigned)blocks, kThreads, st->stream, p);
     PRNN_CU_LAUNCHED();
     return PRNN_OK;
@@ -801,7 +802,7 @@ prnn_status chunked_launch(prnn_cuda_state *st, const scan_params &p, int64_t ma
     cp.ntiles = ntiles;
     cp.R = R;
     auto *kernel = chunked_scan_kernel<T, VEC, BWD, SB, MB, SX>;
-    st->last = {kChunked, (int)W, S + SX, MB, SX, TY * (S + SX), nchunks};
+    st->last = {kChunked, (int)W, S + SX, MB, SX, TY * (S + SX), nchunks, false};
     /* the staged h_{s-1} or steps; with the static
      * shared memory it is over the 48 KiB a block gets without opting in */
     const size_t smem = chunked_smem<BWD, VEC, SB, MB, SX>();
@@ -1264,6 +1265,148 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
     }
 }
 
+/* The staged 16-bit forward with each tile finished one tile late. The
+ * staged walk above runs two block barriers a tile: warp 0 carries each
+ * column through the 8 warp aggregates between them while the other warps
+ * wait. Here iteration ti summarizes tile ti, then, behind a single
+ * barrier, every warp carries 16 of the stripe's columns through tile ti's
+ * aggregates (a chain of 8 folds a lane) while it finishes tile ti - 1,
+ * whose entering states that chain left in shared memory an iteration
+ * earlier. The two are independent, so the chain's shared-memory round
+ * trips overlap the finish instead of idling the SM. A tile stays in its
+ * slots until its finish: D slots hold tiles ti - 1 to ti + D - 2, and the
+ * finish takes its steps from them again. Forward, vector path of 8
+ * channels a lane, whole rows, 1 block per SM. */
+template <typename T, int VEC, int S, int D, bool KEEP>
+__global__ void __launch_bounds__(kThreads, 1) striped_late_kernel(const striped_params sp)
+{
+    grid_dep_begin<false>(); /* see kernel_triggers_early */
+    constexpr int CL = stripe_cl<T, VEC, 256>(), TW = 32 / CL, TL = kStripeWarps * TW;
+    constexpr int CW = CL * VEC, CPW = CW / kStripeWarps; /* columns a warp carries */
+    constexpr int64_t STEPS = (int64_t)TL * S;
+    constexpr unsigned kAll = 0xffffffffu;
+    static_assert(VEC > 4 && D >= (KEEP ? 2 : 3) && CPW <= 32 && CW % kStripeWarps == 0,
+                  "late finish: 16-bit stripes");
+    using R = typename reg_of<T, VEC>::type;
+    __shared__ __align__(16) float sA[2][kStripeWarps][CW]; /* warp aggregates, by tile parity */
+    __shared__ __align__(16) float sB[2][kStripeWarps][CW];
+    __shared__ __align__(16) float sS[2][kStripeWarps][CW]; /* state entering each warp */
+
+    const scan_params &p = sp.s;
+    const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
+    const int cl = lane % CL, tw = lane / CL, tl = w * TW + tw;
+    const int64_t r = blockIdx.x, b = r / sp.nstripes, stripe = r - b * sp.nstripes;
+    const int64_t col = stripe * CW + (int64_t)cl * VEC;
+    const bool col_ok = col < p.H;
+    const int64_t row = b * p.T, L = row_length(p, b);
+    const int64_t ntiles = (p.T + STEPS - 1) / STEPS;
+
+    /* the column this lane carries (lanes from CPW on carry none) */
+    const int cc = w * CPW + lane;
+    const bool keeps = lane < CPW && stripe * CW + cc < p.H;
+    float carry = keeps ? state_in<false>(p, b, stripe * CW + cc) : 0.0f;
+
+    for (int d = 0; d < D; d++) {
+        stage_tile<T, VEC, false, S>(p, b, d * STEPS + (int64_t)tl * S, L, col, col_ok,
+                                     stripe_slots<S, false>(d));
+        cp_async_commit();
+    }
+
+    R x[S], y[S];
+    R xp[KEEP ? S : 1], yp[KEEP ? S : 1]; /* KEEP: tile ti - 1 kept in registers */
+    float pA[VEC], pB[VEC]; /* the prefix within the warp of tile ti - 1 */
+    for (int64_t ti = 0; ti <= ntiles; ti++) {
+        const int par = (int)(ti & 1);
+        float eA[VEC], eB[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { eA[v] = 1.0f; eB[v] = 0.0f; }
+        if (ti < ntiles) {
+            /* tile ti from its slots (the group count runs one ahead at
+             * the start: iteration 0 commits an empty group) */
+            cp_async_wait_group<KEEP ? D - 1 : D - 2>();
+            uint4 *slots = stripe_slots<S, false>((int)(ti % D));
+#pragma unroll
+            for (int k = 0; k < S; k++) {
+                step_unstage<T, VEC>(slots + (2 * k) * kThreads, x[k]);
+                step_unstage<T, VEC>(slots + (2 * k + 1) * kThreads, y[k]);
+            }
+            if constexpr (KEEP) {
+                if (ti + D < ntiles)
+                    stage_tile<T, VEC, false, S>(p, b, (ti + D) * STEPS + (int64_t)tl * S, L, col,
+                                                 col_ok, slots);
+                cp_async_commit();
+            }
+            float A[VEC], Bs[VEC];
+            summarize<T, VEC, S>(x, y, A, Bs);
+            warp_time_scan<CL, TW, VEC>(A, Bs, tw);
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                eA[v] = TW > 1 ? __shfl_up_sync(kAll, A[v], (unsigned)CL) : 1.0f;
+                eB[v] = TW > 1 ? __shfl_up_sync(kAll, Bs[v], (unsigned)CL) : 0.0f;
+                if (tw == 0) { eA[v] = 1.0f; eB[v] = 0.0f; }
+            }
+            if (tw == TW - 1) {
+#pragma unroll
+                for (int v = 0; v < VEC; v++) {
+                    sA[par][w][cl * VEC + v] = A[v];
+                    sB[par][w][cl * VEC + v] = Bs[v];
+                }
+            }
+        }
+        __syncthreads();
+
+        /* tile ti's entering states, column cc through the warps */
+        if (ti < ntiles && lane < CPW) {
+            float sc = carry;
+#pragma unroll
+            for (int k = 0; k < kStripeWarps; k++) {
+                sS[par][k][cc] = sc;
+                sc = sA[par][k][cc] * sc + sB[par][k][cc];
+            }
+            carry = sc;
+        }
+        /* tile ti - 1 finished from its slots, which then take tile
+         * ti - 1 + D */
+        if (ti > 0) {
+            uint4 *slots = stripe_slots<S, false>((int)((ti - 1) % D));
+            const int64_t u0 = (ti - 1) * STEPS + (int64_t)tl * S;
+            if (col_ok) {
+                float st[VEC];
+#pragma unroll
+                for (int v = 0; v < VEC; v++) st[v] = pA[v] * sS[par ^ 1][w][cl * VEC + v] + pB[v];
+#pragma unroll
+                for (int k = 0; k < S; k++) {
+                    if constexpr (KEEP) {
+                        advance<T, VEC>(xp[k], yp[k], st);
+                    } else {
+                        step_unstage<T, VEC>(slots + (2 * k) * kThreads, x[k]);
+                        step_unstage<T, VEC>(slots + (2 * k + 1) * kThreads, y[k]);
+                        advance<T, VEC>(x[k], y[k], st);
+                    }
+                    if (u0 + k < p.T) store_step<T, VEC, false, true>(p, row, u0 + k, L, col, st, st);
+                }
+            }
+            if (!KEEP && ti - 1 + D < ntiles)
+                stage_tile<T, VEC, false, S>(p, b, u0 + D * STEPS, L, col, col_ok, slots);
+        }
+        if constexpr (!KEEP) cp_async_commit();
+#pragma unroll
+        for (int v = 0; v < VEC; v++) { pA[v] = eA[v]; pB[v] = eB[v]; }
+        if constexpr (KEEP) {
+#pragma unroll
+            for (int k = 0; k < S; k++) { xp[k] = x[k]; yp[k] = y[k]; }
+        }
+    }
+    /* padding steps are the identity: the carry is the state after the
+     * row's last valid step */
+    if (keeps) state_out<T, false>(p, b, stripe * CW + cc, L, carry);
+}
+
+#ifndef PRNN_LATE16_KEEP
+#define PRNN_LATE16_KEEP 0
+#endif
+constexpr bool kLate16Keep = PRNN_LATE16_KEEP != 0;
+
 /* Blocks (row x stripe) of a STRIPED launch without segments. */
 template <typename T, int VEC, int SB = 128> int64_t striped_blocks(const scan_params &p)
 {
@@ -1327,7 +1470,7 @@ template <bool BWD, int S, int D> constexpr size_t striped_smem()
 
 /* A STRIPED launch. D > 0: walking whole rows with D tiles staged ahead in
  * shared memory. */
-template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128, int D = 0>
+template <typename T, int VEC, bool BWD, int S, int MB, int SB = 128, int D = 0, bool LATE = false>
 prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, bool whole_rows = false)
 {
     constexpr int CL = stripe_cl<T, VEC, SB>();
@@ -1348,8 +1491,14 @@ prnn_status striped_launch(prnn_cuda_state *st, const scan_params &p, bool whole
         if (s != PRNN_OK) return s;
         sp.lb = lookback_open(st, nseg);
     }
-    st->last = {kStriped, (int)(CL * VEC * sizeof(T)), S, MB, D, STEPS, nseg};
-    if constexpr (D > 0) {
+    st->last = {kStriped, (int)(CL * VEC * sizeof(T)), S, MB, D, STEPS, nseg, LATE};
+    if constexpr (LATE) {
+        static_assert(!BWD && MB == 1 && SB == 256, "late finish: the staged 16-bit forward");
+        auto *kernel = striped_late_kernel<T, VEC, S, D, kLate16Keep>;
+        const size_t smem = striped_smem<BWD, S, D>();
+        PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        PRNN_LAUNCH_SMEM(kernel, (unsigned)blocks, kThreads, smem, st->stream, sp);
+    } else if constexpr (D > 0) {
         auto *kernel = striped_scan_kernel<T, VEC, BWD, S, MB, false, SB, D>;
         const size_t smem = striped_smem<BWD, S, D>();
         PRNN_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -1410,6 +1559,12 @@ template <typename T, int VEC, bool BWD, int S, int D> bool striped_fits(const p
 {
     static const size_t stat = static_smem(striped_scan_kernel<T, VEC, BWD, S, 1, false, 256, D>);
     return smem_fits(st, stat, striped_smem<BWD, S, D>());
+}
+
+template <typename T, int VEC, int S, int D> bool striped_fits_late(const prnn_cuda_state *st)
+{
+    static const size_t stat = static_smem(striped_late_kernel<T, VEC, S, D, kLate16Keep>);
+    return smem_fits(st, stat, striped_smem<false, S, D>());
 }
 
 /* Whether the staged 16-bit backward pays for a launch of `blocks`
@@ -1592,11 +1747,28 @@ prnn_status striped_run_at(prnn_cuda_state *st, const scan_params &p)
     }
 }
 
+/* Lab settings: PRNN_LATE16 1 takes striped_late_kernel (PRNN_LATE16_S
+ * steps a lane, PRNN_LATE16_D tiles) for the staged 16-bit forward, 2 also
+ * for the unstaged long rows (wide16_pays). */
+#ifndef PRNN_LATE16
+#define PRNN_LATE16 0
+#endif
+#ifndef PRNN_LATE16_S
+#define PRNN_LATE16_S 8
+#endif
+#ifndef PRNN_LATE16_D
+#define PRNN_LATE16_D 3
+#endif
 template <typename T, int VEC, bool BWD>
 prnn_status striped_run(prnn_cuda_state *st, const scan_params &p)
 {
     if constexpr (VEC > 1 && sizeof(T) == 2) {
         const int staged = stage16_pick<T, VEC, BWD>(st, p);
+        if constexpr (!BWD && PRNN_LATE16 > 0) {
+            if ((staged > 0 && staged != kWide16) || (staged == kWide16 && PRNN_LATE16 > 1))
+                if (striped_fits_late<T, VEC, PRNN_LATE16_S, PRNN_LATE16_D>(st))
+                    return striped_launch<T, VEC, BWD, PRNN_LATE16_S, 1, 256, PRNN_LATE16_D, true>(st, p);
+        }
         if constexpr (!BWD)
             if (staged == kWide16)
                 return striped_launch<T, VEC, BWD, kWide16S, 1, 256>(st, p, true);
@@ -1977,7 +2149,7 @@ prnn_status tree_run(prnn_cuda_state *st, const scan_params &p, const prnn_scan_
     prnn_status s = ws_reserve(st, 0, (size_t)(3 * total * per) * sizeof(float));
     if (s != PRNN_OK) return s;
     float *const SA = ws_data(st), *const SB = SA + total * per, *const C = SB + total * per;
-    st->last = {kTree, 0, 0, 0, 0, K, n0};
+    st->last = {kTree, 0, 0, 0, 0, K, n0, false};
 
     /* local-state kernel: summaries of level 0 */
     const int64_t ncv = ceil_div(p.H, VEC);
@@ -2096,7 +2268,7 @@ bool window_try(prnn_cuda_state *st, const scan_params &p, bool no_capture, prnn
     w.tag = st->epoch << 2 | 3; /* status 3: no chunked or striped word carries it */
     w.stream = st->stream;
     w.card = card;
-    st->last = {kWindow, window_chain_width<T, BWD>(p, card), 0, 0, 0, 0, 0};
+    st->last = {kWindow, window_chain_width<T, BWD>(p, card), 0, 0, 0, 0, 0, false};
     unsigned long long tickets = 0;
     const cudaError_t e = window_scan<T, BWD>(p, w, &tickets);
     st->ticket_base += tickets;
@@ -2341,8 +2513,9 @@ extern "C" const char *prnn_cuda_scan_last_kernel(const prnn_ctx *ctx)
         else snprintf(staged, sizeof staged, "unstaged");
         if (k.parts > 1) snprintf(rows, sizeof rows, "%lld segments a row, look-back", (long long)k.parts);
         else snprintf(rows, sizeof rows, "whole rows");
-        snprintf(t, n, "striped: %d-byte stripes, %d steps a lane, %d block%s an SM, %s, %s",
-                 k.columns, k.steps, k.per_sm, k.per_sm == 1 ? "" : "s", staged, rows);
+        snprintf(t, n, "striped: %d-byte stripes, %d steps a lane, %d block%s an SM, %s%s, %s",
+                 k.columns, k.steps, k.per_sm, k.per_sm == 1 ? "" : "s", staged,
+                 k.late ? ", each finished a tile late" : "", rows);
     }
     return t;
 }
