@@ -995,6 +995,30 @@ __device__ __forceinline__ void warp_time_scan(float (&A)[VEC], float (&Bs)[VEC]
     }
 }
 
+/* A warp's share of a tile: scans the lanes' summaries (A, Bs) over time
+ * (warp_time_scan), gives each time lane the exclusive prefix entering it
+ * (eA, eB; the identity at tw = 0), and the last time lane writes the warp's
+ * aggregate for its VEC columns to aggA, aggB. */
+template <int CL, int TW, int VEC>
+__device__ __forceinline__ void warp_tile_prefix(float (&A)[VEC], float (&Bs)[VEC], int tw, float (&eA)[VEC],
+                                                 float (&eB)[VEC], float *aggA, float *aggB)
+{
+    warp_time_scan<CL, TW, VEC>(A, Bs, tw);
+#pragma unroll
+    for (int v = 0; v < VEC; v++) {
+        eA[v] = TW > 1 ? __shfl_up_sync(0xffffffffu, A[v], (unsigned)CL) : 1.0f;
+        eB[v] = TW > 1 ? __shfl_up_sync(0xffffffffu, Bs[v], (unsigned)CL) : 0.0f;
+        if (tw == 0) { eA[v] = 1.0f; eB[v] = 0.0f; }
+    }
+    if (tw == TW - 1) {
+#pragma unroll
+        for (int v = 0; v < VEC; v++) {
+            aggA[v] = A[v];
+            aggB[v] = Bs[v];
+        }
+    }
+}
+
 /* Staged tiles of the striped walk (D > 0): tile slot d of this thread, S
  * steps of NS arrays (forward: a and b; backward: the coefficient, dh and
  * h_{s-1}), (S, NS, kThreads) 16-byte slots; D of them a block. */
@@ -1037,7 +1061,6 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
     constexpr int CL = stripe_cl<T, VEC, SB>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC;
     constexpr int64_t STEPS = (int64_t)TL * S; /* time steps of a tile */
-    constexpr unsigned kAll = 0xffffffffu;
     constexpr bool kWarp0 = VEC > 4;              /* step 3 by warp 0 */
     constexpr int NC = kWarp0 ? (CW + 31) / 32 : VEC; /* carries a lane keeps */
     using R = typename reg_of<T, VEC>::type;
@@ -1174,22 +1197,9 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
         }
 
         if constexpr (D == 0) summarize<T, VEC, S>(x, y, A, Bs);
-        warp_time_scan<CL, TW, VEC>(A, Bs, tw);
         /* the exclusive prefix within the warp, and the warp's aggregate */
         float eA[VEC], eB[VEC];
-#pragma unroll
-        for (int v = 0; v < VEC; v++) {
-            eA[v] = TW > 1 ? __shfl_up_sync(kAll, A[v], (unsigned)CL) : 1.0f;
-            eB[v] = TW > 1 ? __shfl_up_sync(kAll, Bs[v], (unsigned)CL) : 0.0f;
-            if (tw == 0) { eA[v] = 1.0f; eB[v] = 0.0f; }
-        }
-        if (tw == TW - 1) {
-#pragma unroll
-            for (int v = 0; v < VEC; v++) {
-                sA[par][w][cl * VEC + v] = A[v];
-                sB[par][w][cl * VEC + v] = Bs[v];
-            }
-        }
+        warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC], &sB[par][w][cl * VEC]);
         __syncthreads();
 
         /* step 3: the state entering this lane's first step, st */
@@ -1284,7 +1294,6 @@ __global__ void __launch_bounds__(kThreads, 1) striped_late_kernel(const striped
     constexpr int CL = stripe_cl<T, VEC, 256>(), TW = 32 / CL, TL = kStripeWarps * TW;
     constexpr int CW = CL * VEC, CPW = CW / kStripeWarps; /* columns a warp carries */
     constexpr int64_t STEPS = (int64_t)TL * S;
-    constexpr unsigned kAll = 0xffffffffu;
     static_assert(VEC > 4 && D >= (KEEP ? 2 : 3) && CPW <= 32 && CW % kStripeWarps == 0,
                   "late finish: 16-bit stripes");
     using R = typename reg_of<T, VEC>::type;
@@ -1338,20 +1347,7 @@ __global__ void __launch_bounds__(kThreads, 1) striped_late_kernel(const striped
             }
             float A[VEC], Bs[VEC];
             summarize<T, VEC, S>(x, y, A, Bs);
-            warp_time_scan<CL, TW, VEC>(A, Bs, tw);
-#pragma unroll
-            for (int v = 0; v < VEC; v++) {
-                eA[v] = TW > 1 ? __shfl_up_sync(kAll, A[v], (unsigned)CL) : 1.0f;
-                eB[v] = TW > 1 ? __shfl_up_sync(kAll, Bs[v], (unsigned)CL) : 0.0f;
-                if (tw == 0) { eA[v] = 1.0f; eB[v] = 0.0f; }
-            }
-            if (tw == TW - 1) {
-#pragma unroll
-                for (int v = 0; v < VEC; v++) {
-                    sA[par][w][cl * VEC + v] = A[v];
-                    sB[par][w][cl * VEC + v] = Bs[v];
-                }
-            }
+            warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC], &sB[par][w][cl * VEC]);
         }
         __syncthreads();
 
