@@ -1000,8 +1000,9 @@ __device__ __forceinline__ void warp_time_scan(float (&A)[VEC], float (&Bs)[VEC]
  * (eA, eB; the identity at tw = 0), and the last time lane writes the warp's
  * aggregate for its VEC columns to aggA, aggB. */
 template <int CL, int TW, int VEC>
-__device__ __forceinline__ void warp_tile_prefix(float (&A)[VEC], float (&Bs)[VEC], int tw, float (&eA)[VEC],
-                                                 float (&eB)[VEC], float *aggA, float *aggB)
+__device__ __forceinline__ void warp_tile_prefix(float (&A)[VEC], float (&Bs)[VEC], int tw,
+                                                 float (&eA)[VEC], float (&eB)[VEC], float *aggA,
+                                                 float *aggB)
 {
     warp_time_scan<CL, TW, VEC>(A, Bs, tw);
 #pragma unroll
@@ -1199,7 +1200,8 @@ __global__ void __launch_bounds__(kThreads, MB) striped_scan_kernel(const stripe
         if constexpr (D == 0) summarize<T, VEC, S>(x, y, A, Bs);
         /* the exclusive prefix within the warp, and the warp's aggregate */
         float eA[VEC], eB[VEC];
-        warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC], &sB[par][w][cl * VEC]);
+        warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC],
+                                      &sB[par][w][cl * VEC]);
         __syncthreads();
 
         /* step 3: the state entering this lane's first step, st */
@@ -1347,7 +1349,8 @@ __global__ void __launch_bounds__(kThreads, 1) striped_late_kernel(const striped
             }
             float A[VEC], Bs[VEC];
             summarize<T, VEC, S>(x, y, A, Bs);
-            warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC], &sB[par][w][cl * VEC]);
+            warp_tile_prefix<CL, TW, VEC>(A, Bs, tw, eA, eB, &sA[par][w][cl * VEC],
+                                          &sB[par][w][cl * VEC]);
         }
         __syncthreads();
 
