@@ -1078,28 +1078,32 @@ template <typename T, int VEC> gsum_kernel pick_gates_bwd_sum(int k)
     return by_gate_kind<gates_bwd_sum_family<T, VEC>>(k);
 }
 
-template <typename T, int VEC> ew_kernel pick_out_fwd(int k)
+template <typename F> ew_kernel by_out_kind(int k)
 {
     switch (k) {
-    case OK_IDENT: return out_fwd_kernel<T, VEC, OK_IDENT>;
-    case OK_EXP: return out_fwd_kernel<T, VEC, OK_EXP>;
-    case OK_OGATE: return out_fwd_kernel<T, VEC, OK_OGATE>;
-    case OK_SRU_X: return out_fwd_kernel<T, VEC, OK_SRU_X>;
-    case OK_SRU_P: return out_fwd_kernel<T, VEC, OK_SRU_P>;
+    case OK_IDENT: return F::template of<OK_IDENT>();
+    case OK_EXP: return F::template of<OK_EXP>();
+    case OK_OGATE: return F::template of<OK_OGATE>();
+    case OK_SRU_X: return F::template of<OK_SRU_X>();
+    case OK_SRU_P: return F::template of<OK_SRU_P>();
     default: return nullptr;
     }
 }
 
+template <typename T, int VEC> struct out_fwd_family {
+    template <int K> static ew_kernel of() { return out_fwd_kernel<T, VEC, K>; }
+};
+template <typename T, int VEC> struct out_bwd_family {
+    template <int K> static ew_kernel of() { return out_bwd_kernel<T, VEC, K>; }
+};
+
+template <typename T, int VEC> ew_kernel pick_out_fwd(int k)
+{
+    return by_out_kind<out_fwd_family<T, VEC>>(k);
+}
 template <typename T, int VEC> ew_kernel pick_out_bwd(int k)
 {
-    switch (k) {
-    case OK_IDENT: return out_bwd_kernel<T, VEC, OK_IDENT>;
-    case OK_EXP: return out_bwd_kernel<T, VEC, OK_EXP>;
-    case OK_OGATE: return out_bwd_kernel<T, VEC, OK_OGATE>;
-    case OK_SRU_X: return out_bwd_kernel<T, VEC, OK_SRU_X>;
-    case OK_SRU_P: return out_bwd_kernel<T, VEC, OK_SRU_P>;
-    default: return nullptr;
-    }
+    return by_out_kind<out_bwd_family<T, VEC>>(k);
 }
 
 template <typename T, int VEC> ew_kernel pick_logscan_w(int) { return logscan_w_kernel<T, VEC>; }
