@@ -52,12 +52,14 @@ __device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); 
 /* Summaries                                                                */
 
 /* Chunk c of row r, channel j: positions [p0, p1) in scan order, position p
- * at time step reverse ? L-1-p : p. part (B, C, H) x 2: A then S. */
-template <typename T>
-__global__ void fwd_part_kernel(const T *__restrict__ a, const T *__restrict__ b,
-                                const int64_t *__restrict__ len, int64_t B, int64_t Tn,
-                                int64_t H, int reverse, int64_t C, int64_t steps,
-                                float *__restrict__ part)
+ * at time step reverse ? L-1-p : p. part (B, C, H) x 2: the chunk's product
+ * of a, then (BWD false) S, its scan of v = b from zero, or (BWD true) G, its
+ * gradient map x -> a_p (x + dh_p) applied from its last position to its
+ * first, with v = dh (a null dh reads as zeros). */
+template <typename T, bool BWD>
+__global__ void part_kernel(const T *__restrict__ a, const T *__restrict__ v,
+                            const int64_t *__restrict__ len, int64_t B, int64_t Tn, int64_t H,
+                            int reverse, int64_t C, int64_t steps, float *__restrict__ part)
 {
     const int64_t j = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     if (j >= H) return;
@@ -65,13 +67,24 @@ __global__ void fwd_part_kernel(const T *__restrict__ a, const T *__restrict__ b
         const int64_t r = rc / C, c = rc % C;
         const int64_t L = len ? len[r] : Tn;
         const int64_t p0 = c * steps, p1 = p0 + steps < L ? p0 + steps : L;
+        auto at = [&](int64_t p) { return (r * Tn + (reverse ? L - 1 - p : p)) * H + j; };
         float A = 1.f, S = 0.f;
+        if constexpr (BWD) {
 #pragma unroll 4
-        for (int64_t p = p0; p < p1; p++) {
-            const int64_t i = (r * Tn + (reverse ? L - 1 - p : p)) * H + j;
-            const float x = ld(a + i);
-            S = fmaf(x, S, ld(b + i));
-            A *= x;
+            for (int64_t p = p1 - 1; p >= p0; p--) {
+                const int64_t i = at(p);
+                const float x = ld(a + i);
+                S = x * (S + (v ? ld(v + i) : 0.f));
+                A *= x;
+            }
+        } else {
+#pragma unroll 4
+            for (int64_t p = p0; p < p1; p++) {
+                const int64_t i = at(p);
+                const float x = ld(a + i);
+                S = fmaf(x, S, ld(v + i));
+                A *= x;
+            }
         }
         part[rc * H + j] = A;
         part[(B * C + rc) * H + j] = S;
@@ -94,33 +107,6 @@ __global__ void fwd_merge_kernel(const float *__restrict__ part, int64_t B, int6
     }
     rec[DF_A * BH + i] = A;
     rec[DF_S * BH + i] = S;
-}
-
-/* The gradient map of chunk c: x -> a_p (x + dh_p) from its last position
- * to its first. part: A then G. */
-template <typename T>
-__global__ void bwd_part_kernel(const T *__restrict__ a, const T *__restrict__ dh,
-                                const int64_t *__restrict__ len, int64_t B, int64_t Tn,
-                                int64_t H, int reverse, int64_t C, int64_t steps,
-                                float *__restrict__ part)
-{
-    const int64_t j = (int64_t)blockIdx.x * kThreads + threadIdx.x;
-    if (j >= H) return;
-    for (int64_t rc = blockIdx.y; rc < B * C; rc += gridDim.y) {
-        const int64_t r = rc / C, c = rc % C;
-        const int64_t L = len ? len[r] : Tn;
-        const int64_t p0 = c * steps, p1 = p0 + steps < L ? p0 + steps : L;
-        float A = 1.f, G = 0.f;
-#pragma unroll 4
-        for (int64_t p = p1 - 1; p >= p0; p--) {
-            const int64_t i = (r * Tn + (reverse ? L - 1 - p : p)) * H + j;
-            const float x = ld(a + i);
-            G = x * (G + (dh ? ld(dh + i) : 0.f));
-            A *= x;
-        }
-        part[rc * H + j] = A;
-        part[(B * C + rc) * H + j] = G;
-    }
 }
 
 /* Chunks against scan order (the gradient flows from the last chunk), and
@@ -201,7 +187,7 @@ prnn_status fwd_summary(prnn_ctx *ctx, const prnn_scan_desc *d, const int64_t *l
 {
     cudaStream_t s = stream_of(ctx);
     const int64_t steps = (d->T + C - 1) / C;
-    fwd_part_kernel<T><<<grid_summary(d->B, C, d->H), kThreads, 0, s>>>(
+    part_kernel<T, false><<<grid_summary(d->B, C, d->H), kThreads, 0, s>>>(
         static_cast<const T *>(a), static_cast<const T *>(b), len, d->B, d->T, d->H, d->reverse, C,
         steps, part);
     PRNN_CU_LAUNCHED();
@@ -216,7 +202,7 @@ prnn_status bwd_summary(prnn_ctx *ctx, const prnn_scan_desc *d, const int64_t *l
 {
     cudaStream_t s = stream_of(ctx);
     const int64_t steps = (d->T + C - 1) / C;
-    bwd_part_kernel<T><<<grid_summary(d->B, C, d->H), kThreads, 0, s>>>(
+    part_kernel<T, true><<<grid_summary(d->B, C, d->H), kThreads, 0, s>>>(
         static_cast<const T *>(a), static_cast<const T *>(dh), len, d->B, d->T, d->H, d->reverse,
         C, steps, part);
     PRNN_CU_LAUNCHED();
