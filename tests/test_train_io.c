@@ -661,6 +661,36 @@ static int json_ok(const char *s)
     return rc == 0;
 }
 
+static void test_text(void)
+{
+    printf("-- growing text\n");
+    train_text t = {0};
+    tu_check(t.n == 0 && !t.failed, "a zeroed text is empty");
+    /* Enough pieces to grow past the first allocation several times, and
+     * formatted pieces longer than any fixed scratch buffer would hold. */
+    char *want = malloc(64 * 1024), *longarg = malloc(3001);
+    memset(longarg, 'q', 3000);
+    longarg[3000] = 0;
+    size_t n = 0;
+    for (int i = 0; i < 20; i++) {
+        train_text_puts(&t, "ab");
+        train_text_put(&t, "xyz\0ignored", 3);
+        train_text_printf(&t, "[%d:%s]", i, longarg);
+        n += (size_t)sprintf(want + n, "abxyz[%d:%s]", i, longarg);
+    }
+    train_text_printf(&t, "%s", "");
+    tu_check(!t.failed && t.n == n && t.p && t.p[t.n] == 0 && !memcmp(t.p, want, n + 1),
+             "puts, put and printf append exactly what they are given (%zu bytes)", n);
+    tu_check(t.cap >= t.n + 1, "capacity covers the text and its NUL");
+    t.failed = 1;
+    train_text_puts(&t, "more");
+    train_text_printf(&t, "%d", 7);
+    tu_check(t.n == n && !memcmp(t.p, want, n + 1), "after a failure every write is a no-op");
+    free(t.p);
+    free(want);
+    free(longarg);
+}
+
 static void test_json(void)
 {
     printf("-- JSON\n");
@@ -1331,6 +1361,7 @@ int main(void)
     test_options();
     test_text_data();
     test_synthetic();
+    test_text();
     test_json();
     test_safetensors();
     test_state();

@@ -4,7 +4,6 @@
  */
 #include "ckpt.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,65 +68,26 @@ static const char *fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape
 /* ------------------------------------------------------------------------ */
 /* Writing safetensors                                                      */
 
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-    int failed;
-} strbuf;
-
-static void sb_put(strbuf *s, const char *str, size_t len)
-{
-    if (s->failed) return;
-    if (s->n + len + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->n + len + 1) cap *= 2;
-        char *q = realloc(s->p, cap);
-        if (!q) {
-            s->failed = 1;
-            return;
-        }
-        s->p = q;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->n, str, len);
-    s->n += len;
-    s->p[s->n] = 0;
-}
-
-static void sb_puts(strbuf *s, const char *str) { sb_put(s, str, strlen(str)); }
-
-static void sb_printf(strbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *s, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp) s->failed = 1;
-    else sb_put(s, tmp, (size_t)k);
-}
-
 /* A JSON string literal of str (valid UTF-8, checked by the caller). */
-static void sb_json_string(strbuf *s, const char *str)
+static void text_json_string(train_text *s, const char *str)
 {
-    sb_puts(s, "\"");
+    train_text_puts(s, "\"");
     for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
         if (*c == '"' || *c == '\\') {
             char esc[3] = {'\\', (char)*c, 0};
-            sb_puts(s, esc);
+            train_text_puts(s, esc);
         } else if (*c < 0x20) {
-            sb_printf(s, "\\u%04x", *c);
+            train_text_printf(s, "\\u%04x", *c);
         } else {
-            sb_put(s, (const char *)c, 1);
+            train_text_put(s, (const char *)c, 1);
         }
     }
-    sb_puts(s, "\"");
+    train_text_puts(s, "\"");
 }
 
 typedef struct st_writer {
     const char *path;
-    const strbuf *header;
+    const train_text *header;
     const train_st_tensor *tensors;
     const int64_t *nbytes;
     int64_t n;
@@ -169,7 +129,7 @@ int train_st_write(const char *path, const train_st_tensor *tensors, int64_t n_t
     }
     int64_t *nbytes = malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *nbytes);
     const char **names = malloc((size_t)(n_tensors + n_meta + 1) * sizeof *names);
-    strbuf h = {0};
+    train_text h = {0};
     int rc = TRAIN_IO_OK;
     if (!nbytes || !names) {
         rc = train_err_set(e, TRAIN_IO_ERR_NOMEM, "%s: out of memory", path);
@@ -215,36 +175,36 @@ int train_st_write(const char *path, const train_st_tensor *tensors, int64_t n_t
         }
     }
 
-    sb_puts(&h, "{");
+    train_text_puts(&h, "{");
     if (n_meta) {
-        sb_puts(&h, "\"__metadata__\":{");
+        train_text_puts(&h, "\"__metadata__\":{");
         for (int64_t i = 0; i < n_meta; i++) {
-            if (i) sb_puts(&h, ",");
-            sb_json_string(&h, meta[i].key);
-            sb_puts(&h, ":");
-            sb_json_string(&h, meta[i].value);
+            if (i) train_text_puts(&h, ",");
+            text_json_string(&h, meta[i].key);
+            train_text_puts(&h, ":");
+            text_json_string(&h, meta[i].value);
         }
-        sb_puts(&h, "}");
+        train_text_puts(&h, "}");
     }
     int64_t offset = 0;
     for (int64_t i = 0; i < n_tensors; i++) {
         const train_st_tensor *t = &tensors[i];
-        if (n_meta || i) sb_puts(&h, ",");
-        sb_json_string(&h, t->name);
-        sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", train_st_dtype_name(t->dtype));
+        if (n_meta || i) train_text_puts(&h, ",");
+        text_json_string(&h, t->name);
+        train_text_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", train_st_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
-            sb_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+            train_text_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
         if (nbytes[i] > INT64_MAX - offset) {
             rc = train_err_set(e, TRAIN_IO_ERR_ARG, "%s: total tensor bytes overflow", path);
             goto done;
         }
-        sb_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)offset,
+        train_text_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)offset,
                   (long long)(offset + nbytes[i]));
         offset += nbytes[i];
     }
-    sb_puts(&h, "}");
+    train_text_puts(&h, "}");
     /* Spaces up to a multiple of 8 put the data on an 8-byte boundary. */
-    while (!h.failed && h.n % 8) sb_puts(&h, " ");
+    while (!h.failed && h.n % 8) train_text_puts(&h, " ");
     if (h.failed) {
         rc = train_err_set(e, TRAIN_IO_ERR_NOMEM, "%s: out of memory building the header", path);
         goto done;

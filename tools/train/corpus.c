@@ -14,52 +14,15 @@
  *     dependency (tens of bytes), which rewards a real memory;
  *   - numbered chapters, counting up across the whole text.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data.h"
+#include "fileio.h"
 
 #define CORPUS_TARGET_BYTES 65536
 #define CORPUS_SEED 0x70726e6e636f7270ull
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int failed;
-} sbuf;
-
-static void put(sbuf *s, const char *str)
-{
-    size_t len = strlen(str);
-    if (s->failed) return;
-    if (s->n + len + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->n + len + 1) cap *= 2;
-        char *q = realloc(s->p, cap);
-        if (!q) {
-            s->failed = 1;
-            return;
-        }
-        s->p = q;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->n, str, len + 1);
-    s->n += len;
-}
-
-static void putf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void putf(sbuf *s, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    put(s, tmp);
-}
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -108,35 +71,35 @@ static int pick(train_rng *r, int n) { return (int)train_rng_below(r, (uint64_t)
 
 /* A clause without the final period: "the quick fox hides the key near the
  * well at noon" (singular) or "three grey wolves follow a letter ..." */
-static void clause(sbuf *s, train_rng *r)
+static void clause(train_text *s, train_rng *r)
 {
     int a = pick(r, COUNT(animals)), v = pick(r, COUNT(verbs));
     if (pick(r, 2)) {
-        putf(s, "the %s %s %s %s", PICK(r, adjectives), animals[a][0], verbs[v][0],
-             PICK(r, objects));
+        train_text_printf(s, "the %s %s %s %s", PICK(r, adjectives), animals[a][0], verbs[v][0],
+                          PICK(r, objects));
     } else {
-        putf(s, "%s %s %s %s %s", numbers[2 + pick(r, 11)], PICK(r, adjectives), animals[a][1],
-             verbs[v][1], PICK(r, objects));
+        train_text_printf(s, "%s %s %s %s %s", numbers[2 + pick(r, 11)], PICK(r, adjectives),
+                          animals[a][1], verbs[v][1], PICK(r, objects));
     }
-    putf(s, " %s %s", PICK(r, preps), PICK(r, places));
-    if (pick(r, 2)) putf(s, " %s", PICK(r, times));
+    train_text_printf(s, " %s %s", PICK(r, preps), PICK(r, places));
+    if (pick(r, 2)) train_text_printf(s, " %s", PICK(r, times));
 }
 
 /* Writes str with its first letter capitalised. */
-static void put_cap(sbuf *s, const char *str)
+static void put_cap(train_text *s, const char *str)
 {
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s", str);
     if (tmp[0] >= 'a' && tmp[0] <= 'z') tmp[0] = (char)(tmp[0] - 'a' + 'A');
-    put(s, tmp);
+    train_text_puts(s, tmp);
 }
 
-static void sentence(sbuf *s, train_rng *r)
+static void sentence(train_text *s, train_rng *r)
 {
     switch (pick(r, 9)) {
     case 0:
     case 1: { /* plain description */
-        sbuf c = {0};
+        train_text c = {0};
         clause(&c, r);
         if (c.failed || !c.p) {
             s->failed = 1;
@@ -144,49 +107,49 @@ static void sentence(sbuf *s, train_rng *r)
             return;
         }
         put_cap(s, c.p);
-        put(s, ".");
+        train_text_puts(s, ".");
         free(c.p);
         break;
     }
     case 2: { /* a past-tense event */
         int v = pick(r, COUNT(verbs));
-        putf(s, "Yesterday %s %s %s %s %s.", PICK(r, names), verbs[v][2], PICK(r, objects),
-             PICK(r, preps), PICK(r, places));
+        train_text_printf(s, "Yesterday %s %s %s %s %s.", PICK(r, names), verbs[v][2],
+                          PICK(r, objects), PICK(r, preps), PICK(r, places));
         break;
     }
     case 3: { /* sums in a story */
         const char *who = PICK(r, names), *what = PICK(r, things);
         int a = 2 + pick(r, 20), b = 2 + pick(r, 20); /* plural nouns */
         if (pick(r, 2)) {
-            putf(s, "%s had %d %s and found %d more, so %s had %d %s.", who, a, what, b, who,
-                 a + b, what);
+            train_text_printf(s, "%s had %d %s and found %d more, so %s had %d %s.", who, a, what,
+                              b, who, a + b, what);
         } else {
-            putf(s, "%s had %d %s and gave away %d, so %s had %d %s left.", who, a + b, what, b,
-                 who, a, what);
+            train_text_printf(s, "%s had %d %s and gave away %d, so %s had %d %s left.", who,
+                              a + b, what, b, who, a, what);
         }
         break;
     }
     case 4: { /* counting */
         int from = 1 + pick(r, 6), len = 3 + pick(r, 5);
-        putf(s, "%s counted: ", PICK(r, names));
+        train_text_printf(s, "%s counted: ", PICK(r, names));
         for (int i = 0; i < len; i++) {
-            putf(s, "%s%s", numbers[from + i], i + 1 < len ? ", " : ".");
+            train_text_printf(s, "%s%s", numbers[from + i], i + 1 < len ? ", " : ".");
         }
         break;
     }
     case 5: { /* days and months in order */
         if (pick(r, 2)) {
             int d = pick(r, 7);
-            putf(s, "After %s comes %s.", days[d], days[(d + 1) % 7]);
+            train_text_printf(s, "After %s comes %s.", days[d], days[(d + 1) % 7]);
         } else {
             int m = pick(r, 12);
-            putf(s, "The month after %s is %s.", months[m], months[(m + 1) % 12]);
+            train_text_printf(s, "The month after %s is %s.", months[m], months[(m + 1) % 12]);
         }
         break;
     }
     case 6:
     case 7: { /* a quotation repeated word for word */
-        sbuf c = {0};
+        train_text c = {0};
         clause(&c, r);
         if (c.failed || !c.p) {
             s->failed = 1;
@@ -195,17 +158,18 @@ static void sentence(sbuf *s, train_rng *r)
         }
         const char *a = PICK(r, names), *b = PICK(r, names);
         if (pick(r, 2)) {
-            putf(s, "%s said, \"%s.\" And %s said it again: \"%s.\"", a, c.p, b, c.p);
+            train_text_printf(s, "%s said, \"%s.\" And %s said it again: \"%s.\"", a, c.p, b, c.p);
         } else {
-            putf(s, "%s wrote \"%s\" on the wall, and %s read it aloud: \"%s.\"", a, c.p, b, c.p);
+            train_text_printf(s, "%s wrote \"%s\" on the wall, and %s read it aloud: \"%s.\"", a,
+                              c.p, b, c.p);
         }
         free(c.p);
         break;
     }
     default: { /* a question answered with the same noun */
         int a = pick(r, COUNT(animals));
-        putf(s, "Where is the %s? The %s is %s %s.", animals[a][0], animals[a][0],
-             PICK(r, preps), PICK(r, places));
+        train_text_printf(s, "Where is the %s? The %s is %s %s.", animals[a][0], animals[a][0],
+                          PICK(r, preps), PICK(r, places));
         break;
     }
     }
@@ -215,16 +179,16 @@ uint8_t *train_corpus_builtin(int64_t *n)
 {
     train_rng r;
     train_rng_seed(&r, CORPUS_SEED);
-    sbuf s = {0};
+    train_text s = {0};
     int chapter = 0, para = 0;
     while (s.n < CORPUS_TARGET_BYTES && !s.failed) {
-        if (para % 12 == 0) putf(&s, "Chapter %d\n\n", ++chapter);
+        if (para % 12 == 0) train_text_printf(&s, "Chapter %d\n\n", ++chapter);
         int sentences = 3 + pick(&r, 4);
         for (int i = 0; i < sentences; i++) {
-            if (i) put(&s, " ");
+            if (i) train_text_puts(&s, " ");
             sentence(&s, &r);
         }
-        put(&s, "\n\n");
+        train_text_puts(&s, "\n\n");
         para++;
     }
     if (s.failed) {

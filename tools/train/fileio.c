@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -229,4 +230,50 @@ int train_make_dirs(const char *path, train_err *e)
     }
     free(p);
     return rc;
+}
+
+/* Room for len more bytes and the NUL; false (and failed set) if none. */
+static int text_reserve(train_text *t, size_t len)
+{
+    if (t->failed) return 0;
+    if (len > SIZE_MAX / 2 - t->n - 1) {
+        t->failed = 1;
+        return 0;
+    }
+    if (t->n + len + 1 <= t->cap) return 1;
+    size_t cap = t->cap ? t->cap : 1024;
+    while (cap < t->n + len + 1) cap *= 2;
+    char *q = realloc(t->p, cap);
+    if (!q) {
+        t->failed = 1;
+        return 0;
+    }
+    t->p = q;
+    t->cap = cap;
+    return 1;
+}
+
+void train_text_put(train_text *t, const char *s, size_t len)
+{
+    if (!text_reserve(t, len)) return;
+    memcpy(t->p + t->n, s, len);
+    t->n += len;
+    t->p[t->n] = 0;
+}
+
+void train_text_puts(train_text *t, const char *s) { train_text_put(t, s, strlen(s)); }
+
+void train_text_printf(train_text *t, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    const int k = vsnprintf(NULL, 0, fmt, ap);
+    if (k < 0) t->failed = 1;
+    else if (text_reserve(t, (size_t)k)) {
+        vsnprintf(t->p + t->n, (size_t)k + 1, fmt, again);
+        t->n += (size_t)k;
+    }
+    va_end(again);
+    va_end(ap);
 }

@@ -2,7 +2,8 @@
  * fileio.h - what the trainer's file readers and writers share: an error
  * record (a code a program can test plus a message a person can read), the
  * FNV-1a checksum, little-endian field access, reading a whole file with a
- * size cap, and the crash-safe write every checkpoint goes through.
+ * size cap, the crash-safe write every checkpoint goes through, and a growing
+ * text buffer for the text those writers build.
  *
  * Crash safety: train_atomic_write() writes into a temporary file in the
  * destination's directory, flushes and fsyncs it, renames it over the
@@ -114,5 +115,18 @@ int train_make_dirs(const char *path, train_err *e);
 
 /* fwrite that reports a short write as TRAIN_IO_ERR_WRITE naming path. */
 int train_fwrite(FILE *f, const void *data, size_t n, const char *path, train_err *e);
+
+/* A growing NUL-terminated text, empty when zero-initialized; the owner
+ * frees p. A failed allocation or format sets failed, and every later write
+ * is then a no-op, so a builder checks failed once when it is done. */
+typedef struct train_text {
+    char *p;
+    size_t n, cap;
+    int failed;
+} train_text;
+
+void train_text_put(train_text *t, const char *s, size_t len);
+void train_text_puts(train_text *t, const char *s);
+void train_text_printf(train_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* PRNN_TRAIN_FILEIO_H */
