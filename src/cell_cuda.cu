@@ -1250,31 +1250,8 @@ extern "C" prnn_status prnn_cuda_cell_lengths(prnn_ctx *ctx, const int64_t *leng
     *dev = nullptr;
     if (!lengths) return PRNN_OK;
     CELL_GUARD(ctx);
-    cudaStream_t s = stream_of(ctx);
-    if (B > ctx->cell_lengths_cap) {
-        if (ctx->cell_lengths) {
-            PRNN_CU(cudaStreamSynchronize(s)); /* queued kernels may still read it */
-            PRNN_CU(cudaFree(ctx->cell_lengths));
-            ctx->cell_lengths = nullptr;
-            ctx->cell_lengths_cap = 0;
-        }
-        const int64_t cap = B < 256 ? 256 : B;
-        void *p = nullptr;
-        cudaError_t err = cudaMalloc(&p, (size_t)cap * sizeof(int64_t));
-        if (err != cudaSuccess) {
-            (void)cudaGetLastError();
-            return map_cuda_error(err);
-        }
-        ctx->cell_lengths = p;
-        ctx->cell_lengths_cap = cap;
-    }
-    /* Pageable source: the call returns once the bytes are staged, so the
-     * caller may reuse its array at once; the copy stays ordered on the
-     * stream after the kernels that read the previous contents. */
-    PRNN_CU(cudaMemcpyAsync(ctx->cell_lengths, lengths, (size_t)B * sizeof(int64_t),
-                            cudaMemcpyHostToDevice, s));
-    *dev = static_cast<const int64_t *>(ctx->cell_lengths);
-    return PRNN_OK;
+    return upload_lengths(&ctx->cell_lengths, &ctx->cell_lengths_cap, stream_of(ctx), lengths, B,
+                          dev);
 }
 
 extern "C" prnn_status prnn_cuda_cell_gates_fwd(prnn_ctx *ctx, const cell_ew *e, void *a, void *b,

@@ -3,7 +3,7 @@
  * errors to prnn_status, the early-return check macros, the guard that
  * makes the context's device current for a scope, dependent launches, and
  * the device's answers that never change (SM count, a kernel's occupancy)
- * kept after their first query.
+ * kept after their first query, and the upload of per-row lengths.
  */
 #ifndef PRNN_CUDA_COMMON_CUH
 #define PRNN_CUDA_COMMON_CUH
@@ -190,5 +190,43 @@ template <typename K> inline int resident_blocks(int dev, K *k, int threads, siz
 
 /* After a launch: launch-configuration errors and earlier async faults. */
 #define PRNN_CU_LAUNCHED() PRNN_CU(cudaGetLastError())
+
+namespace prnn_cuda {
+
+/* Copies B host lengths into *buf, a device buffer of *cap entries that
+ * grows to fit (256 at least), on stream s; *dev is null where lengths is.
+ * A buffer too small is freed only once the stream's queued kernels, which
+ * may still read it, are done. Pageable source: the call returns once the
+ * bytes are staged, so the caller may reuse its array at once, and the copy
+ * stays ordered after the kernels that read the previous contents. */
+inline prnn_status upload_lengths(void **buf, int64_t *cap, cudaStream_t s,
+                                  const int64_t *lengths, int64_t B, const int64_t **dev)
+{
+    *dev = nullptr;
+    if (!lengths) return PRNN_OK;
+    if (B > *cap) {
+        if (*buf) {
+            PRNN_CU(cudaStreamSynchronize(s));
+            PRNN_CU(cudaFree(*buf));
+            *buf = nullptr;
+            *cap = 0;
+        }
+        const int64_t want = B < 256 ? 256 : B;
+        void *p = nullptr;
+        const cudaError_t e = cudaMalloc(&p, (size_t)want * sizeof(int64_t));
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return map_cuda_error(e);
+        }
+        *buf = p;
+        *cap = want;
+    }
+    PRNN_CU(cudaMemcpyAsync(*buf, lengths, (size_t)B * sizeof(int64_t), cudaMemcpyHostToDevice,
+                            s));
+    *dev = static_cast<const int64_t *>(*buf);
+    return PRNN_OK;
+}
+
+} // namespace prnn_cuda
 
 #endif /* PRNN_CUDA_COMMON_CUH */

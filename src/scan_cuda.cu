@@ -82,7 +82,7 @@ struct prnn_cuda_state {
     unsigned long long ticket_base;
     unsigned epoch;
 
-    int64_t *d_lengths; /* (lengths_cap) device copy of desc->lengths */
+    void *d_lengths;    /* (lengths_cap) device copy of desc->lengths */
     int64_t lengths_cap;
 
     /* The kernel the last scan chose (prnn_scan_last_kernel), put in words
@@ -191,35 +191,6 @@ prnn_status words_reserve(prnn_cuda_state *st, size_t nwords)
 prnn_status lookback_reserve(prnn_cuda_state *st, int64_t tiles, int64_t W)
 {
     return words_reserve(st, (size_t)tiles * 3 * (size_t)W);
-}
-
-/* Copies the host lengths into the context's device buffer, on the stream. */
-prnn_status upload_lengths(prnn_cuda_state *st, const int64_t *lengths, int64_t B,
-                           const int64_t **d_lengths)
-{
-    *d_lengths = nullptr;
-    if (!lengths) return PRNN_OK;
-    if (B > st->lengths_cap) {
-        if (st->d_lengths) {
-            PRNN_CU(cudaStreamSynchronize(st->stream));
-            PRNN_CU(cudaFree(st->d_lengths));
-            st->d_lengths = nullptr;
-            st->lengths_cap = 0;
-        }
-        const int64_t cap = B < 256 ? 256 : B;
-        void *p = nullptr;
-        cudaError_t e = cudaMalloc(&p, (size_t)cap * sizeof(int64_t));
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return map_cuda_error(e);
-        }
-        st->d_lengths = static_cast<int64_t *>(p);
-        st->lengths_cap = cap;
-    }
-    PRNN_CU(cudaMemcpyAsync(st->d_lengths, lengths, (size_t)B * sizeof(int64_t),
-                            cudaMemcpyHostToDevice, st->stream));
-    *d_lengths = st->d_lengths;
-    return PRNN_OK;
 }
 
 /* 16-byte vectors along H are usable when every vector is aligned: H a
@@ -2363,7 +2334,8 @@ prnn_status run_scan(prnn_ctx *ctx, const prnn_scan_desc *d, scan_params p)
     p.T = d->T;
     p.H = d->H;
     p.reverse = d->reverse ? 1 : 0;
-    prnn_status s = upload_lengths(st, d->lengths, d->B, &p.lengths);
+    prnn_status s = upload_lengths(&st->d_lengths, &st->lengths_cap, st->stream, d->lengths, d->B,
+                                   &p.lengths);
     if (s != PRNN_OK) return s;
     switch (d->dtype) {
     case PRNN_DTYPE_F32: return run_typed<float, BWD>(st, d, p);

@@ -841,6 +841,11 @@ int main(int argc, char **argv)
     test_many_channels(quick);
     test_kernel_choice(quick);
     run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){3, 1000, 128, 0}, &OPTS[5]);
+    /* Lengths for more rows than the device copy first holds (256 rows):
+     * it grows twice between scans, the smaller copy freed only once the
+     * kernels queued before are done. */
+    run_case(PRNN_SCAN_AUTO, PRNN_DTYPE_F32, (shape){300, 17, 3, 0}, &OPTS[4]);
+    run_case(PRNN_SCAN_STRIPED, PRNN_DTYPE_BF16, (shape){700, 9, 2, 0}, &OPTS[5]);
 
     test_workspace_reuse(quick);
     test_fixed_repeats(quick);
