@@ -1,29 +1,53 @@
 #!/usr/bin/env bash
-# A/B (run from a folder holding bins.tar.xz: lib/, l83/, l64/, k82/, k83/, each with prnn_bench_cuda and prnn_tests_cuda): the staged 16-bit forward finished a tile late (l83, l64; k82, k83 keep the tile in registers) against the library (lib).
+# One device call that gives what adopting the late-finish 16-bit forward
+# takes (run from a folder holding late_pack.sh's bins.tar.xz and a copy of
+# this script):
+#   1. AUTO fwd / fwd+bwd of the library (lib) against the lab builds l83,
+#      k82 and l64 at the 96- and 128-stripe 16-bit shapes, then a second
+#      pass of the three misses (bf16 16x64Kx768, 8x64Kx1536, 16x4Kx1024);
+#   2. the lab builds' many-channel quick cases (prnn_tests_cuda --many --quick);
+#   3. the library's quick scan suite, cell suite and blocks suite;
+#   4. compute-sanitizer memcheck and racecheck over the lab builds'
+#      many-channel quick cases, memcheck over the quick cell suite.
+# BUDGET (seconds, default 440) scales where each step stops, so a shorter
+# device call still gets the A/B first. Output: $OUT/log, the summary
+# lines last ($OUT/sum).
 set -uo pipefail
 cd "$(dirname "$0")"
 tar xJf bins.tar.xz
-L=$OUT/log
-ab() { # pass shape variants...
-  local pass=$1 sh=$2; shift 2
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+t0=$(date +%s)
+say() { echo "$*" | tee -a $OUT/sum; }
+el() { echo $(( $(date +%s) - t0 )); }
+B=${BUDGET:-440}   # seconds this script may take
+tm() { local l=$(( B - $(el) - 5 )); [ $l -gt $1 ] && l=$1; [ $l -lt 1 ] && l=1; echo $l; }
+ab() { local pass=$1 sh=$2; shift 2
   for v in "$@"; do
-   out=$(timeout 30 ./$v/prnn_bench_cuda --dtype ${sh%%:*} --algo auto --shape ${sh#*:})
-   r=$(echo "$out" | grep -E "^auto ")
-   k=$(echo "$out" | grep -E "auto: forward" | sed 's/.*forward //; s/; backward.*//')
-   echo "AB pass$pass $v ${sh} | $r | $k"
-  done
-}
+    out=$(timeout 30 ./$v/prnn_bench_cuda --dtype ${sh%%:*} --algo auto --shape ${sh#*:} 2>&1)
+    r=$(echo "$out" | grep -E "^auto " | head -1)
+    k=$(echo "$out" | grep -E "auto: forward" | head -1 | sed 's/.*forward //; s/; backward.*//')
+    say "AB$pass $v $sh | $r | $k"
+  done; }
 {
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.mem,memory.total --format=csv,noheader
-t0=$(date +%s)
-for sh in bf16:16x65536x768 bf16:16x4096x1024 bf16:8x65536x1536 bf16:16x4096x768 bf16:16x65536x896 bf16:16x65536x1024 bf16:16x16384x768 bf16:16x65536x704; do
-  ab 1 $sh lib l83 l64 k82 k83
-  echo "elapsed $(( $(date +%s) - t0 )) s"
+./lib/prnn_bench_cuda --dtype bf16 --algo auto --shape 16x65536x768 2>&1 | grep -E "device|roofline" | head -3
+for sh in bf16:16x65536x768 bf16:8x65536x1536 bf16:16x4096x1024 bf16:16x65536x896 f16:16x65536x768 bf16:16x65536x1024 bf16:16x4096x768; do
+  [ $(el) -lt $((B*25/100)) ] && ab 1 $sh lib l83 k82 l64
+done; echo "elapsed $(el) s"
+for v in l83 k82; do
+  say "QUICKMANY $v: $(timeout $(tm 40) ./$v/prnn_tests_cuda --many --quick 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
 done
-echo "QUICKMANY l83: $(timeout 40 ./l83/prnn_tests_cuda --many --quick 2>&1 | grep -E "FAIL|passed" | grep -v "auto bf16 forward B=16" | tail -3 | tr '\n' ' ')"
-echo "QUICKMANY k82: $(timeout 40 ./k82/prnn_tests_cuda --many --quick 2>&1 | grep -E "FAIL|passed" | grep -v "auto bf16 forward B=16" | tail -3 | tr '\n' ' ')"
-for sh in bf16:16x65536x768 bf16:16x4096x1024 bf16:8x65536x1536; do
-  [ $(( $(date +%s) - t0 )) -lt 150 ] && ab 2 $sh lib l83 l64 k82 k83
-done
-echo "elapsed $(( $(date +%s) - t0 )) s"
-} 2>&1 | tee $L
+for sh in bf16:16x65536x768 bf16:8x65536x1536 bf16:16x4096x1024; do
+  [ $(el) -lt $((B*38/100)) ] && ab 2 $sh lib l83 k82
+done; echo "elapsed $(el) s"
+say "SUITE scan quick: $(timeout $(tm 90) ./lib/prnn_tests_cuda --quick 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
+say "SUITE cell: $(timeout $(tm 90) ./lib/prnn_gpu_test_cell 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
+say "SUITE blocks: $(timeout $(tm 60) ./lib/prnn_gpu_test_blocks 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
+echo "elapsed $(el) s"
+for v in l83 k82; do for tool in memcheck racecheck; do
+  [ $(el) -lt $((B*84/100)) ] && say "SAN $tool $v many: $(timeout $(tm 60) compute-sanitizer --tool $tool ./$v/prnn_tests_cuda --many --quick 2>&1 | grep -E "ERROR SUMMARY|Hazard|passed" | tail -3 | tr '\n' ' ')"
+done; done
+[ $(el) -lt $((B*90/100)) ] && say "SAN memcheck lib cell: $(timeout $(tm 50) compute-sanitizer --tool memcheck ./lib/prnn_gpu_test_cell --quick 2>&1 | grep -E "ERROR SUMMARY|passed" | tail -3 | tr '\n' ' ')"
+echo "elapsed $(el) s"
+echo "=== table"; cat $OUT/sum
+} 2>&1 | tee $OUT/log
