@@ -101,9 +101,7 @@ fi
 # dev/cuda/sim's simulator of blocks, warps, look-back words, mbarriers and
 # tensor-map copies, every staged path forced, checked against the CPU
 # reference (the GPU suite's quick shapes), its many-channel cases and kernel
-# choices also on an H100's memory bandwidth; the many-channel cases with
-# the staged 16-bit forward finished a tile late (a lab kernel, in two
-# configurations); then the few-chain cases with
+# choices also on an H100's memory bandwidth; then the few-chain cases with
 # WINDOW taken at every T (AUTO's forward too: from T = 1, or 2 for one
 # chain of 64 columns; the fp32 forward's h by tensor-map stores where it
 # takes them at all, one row of 64 channels), again on an H100's memory,
@@ -115,10 +113,6 @@ if [ "$mode" = release ] && [ "${PRNN_TEST_SIM:-1}" = 1 ] && command -v g++ >/de
   # (2619 MHz x 5120 bits, 25 GB/s an SM): the 16-bit walks at 96 stripes
   # unstaged
   run_suite env PRNN_SIM_MEM_KHZ=2619000 PRNN_SIM_BUS_BITS=5120 build-sim/prnn_tests_cuda_sim --many --quick
-  # the staged 16-bit forward finished a tile late (lab setting
-  # PRNN_LATE16), its tiles kept in their slots and in registers
-  run_suite env SIM_DEFS="-DPRNN_STAGE_WAVES=0 -DPRNN_STAGE16_LONG_T=300 -DPRNN_LATE16=1" dev/cuda/sim/run.sh --many --quick
-  run_suite env SIM_DEFS="-DPRNN_STAGE_WAVES=0 -DPRNN_STAGE16_LONG_T=300 -DPRNN_LATE16=1 -DPRNN_LATE16_KEEP=1 -DPRNN_LATE16_D=2" dev/cuda/sim/run.sh --many --quick
   run_suite env SIM_DEFS="-DPRNN_WINDOW_MIN_T=1 -DPRNN_WINDOW_FWD_T=1,2,393216,1 -DPRNN_WINDOW_BULK_T=1 -DPRNN_WINDOW_NARROW16_T=1" dev/cuda/sim/run.sh --window --quick
   run_suite env PRNN_SIM_MEM_KHZ=2619000 PRNN_SIM_BUS_BITS=5120 build-sim/prnn_tests_cuda_sim --window --quick
 fi
