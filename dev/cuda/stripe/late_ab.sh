@@ -21,6 +21,9 @@ say() { echo "$*" | tee -a $OUT/sum; }
 el() { echo $(( $(date +%s) - t0 )); }
 B=${BUDGET:-440}   # seconds this script may take
 tm() { local l=$(( B - $(el) - 5 )); [ $l -gt $1 ] && l=$1; [ $l -lt 1 ] && l=1; echo $l; }
+# Runs a suite (or a suite under compute-sanitizer) within `tm $1` seconds
+# and prints its last result lines on one line.
+suite() { local t=$1; shift; timeout $(tm $t) "$@" 2>&1 | grep -E "FAIL|passed|SUMMARY|Hazard" | tail -4 | tr '\n' ' '; }
 ab() { local pass=$1 sh=$2; shift 2
   for v in "$@"; do
     out=$(timeout 30 ./$v/prnn_bench_cuda --dtype ${sh%%:*} --algo auto --shape ${sh#*:} 2>&1)
@@ -35,19 +38,19 @@ for sh in bf16:16x65536x768 bf16:8x65536x1536 bf16:16x4096x1024 bf16:16x65536x89
   [ $(el) -lt $((B*25/100)) ] && ab 1 $sh lib l83 k82 l64
 done; echo "elapsed $(el) s"
 for v in l83 k82; do
-  say "QUICKMANY $v: $(timeout $(tm 40) ./$v/prnn_tests_cuda --many --quick 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
+  say "QUICKMANY $v: $(suite 40 ./$v/prnn_tests_cuda --many --quick)"
 done
 for sh in bf16:16x65536x768 bf16:8x65536x1536 bf16:16x4096x1024; do
   [ $(el) -lt $((B*38/100)) ] && ab 2 $sh lib l83 k82
 done; echo "elapsed $(el) s"
-say "SUITE scan quick: $(timeout $(tm 90) ./lib/prnn_tests_cuda --quick 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
-say "SUITE cell: $(timeout $(tm 90) ./lib/prnn_gpu_test_cell 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
-say "SUITE blocks: $(timeout $(tm 60) ./lib/prnn_gpu_test_blocks 2>&1 | grep -E "FAIL|passed" | tail -4 | tr '\n' ' ')"
+say "SUITE scan quick: $(suite 90 ./lib/prnn_tests_cuda --quick)"
+say "SUITE cell: $(suite 90 ./lib/prnn_gpu_test_cell)"
+say "SUITE blocks: $(suite 60 ./lib/prnn_gpu_test_blocks)"
 echo "elapsed $(el) s"
 for v in l83 k82; do for tool in memcheck racecheck; do
-  [ $(el) -lt $((B*84/100)) ] && say "SAN $tool $v many: $(timeout $(tm 60) compute-sanitizer --tool $tool ./$v/prnn_tests_cuda --many --quick 2>&1 | grep -E "ERROR SUMMARY|Hazard|passed" | tail -3 | tr '\n' ' ')"
+  [ $(el) -lt $((B*84/100)) ] && say "SAN $tool $v many: $(suite 60 compute-sanitizer --tool $tool ./$v/prnn_tests_cuda --many --quick)"
 done; done
-[ $(el) -lt $((B*90/100)) ] && say "SAN memcheck lib cell: $(timeout $(tm 50) compute-sanitizer --tool memcheck ./lib/prnn_gpu_test_cell --quick 2>&1 | grep -E "ERROR SUMMARY|passed" | tail -3 | tr '\n' ' ')"
+[ $(el) -lt $((B*90/100)) ] && say "SAN memcheck lib cell: $(suite 50 compute-sanitizer --tool memcheck ./lib/prnn_gpu_test_cell --quick)"
 echo "elapsed $(el) s"
 echo "=== table"; cat $OUT/sum
 } 2>&1 | tee $OUT/log
